@@ -1,0 +1,104 @@
+"""Scaled dot-product attention and multi-head attention (paper §3.2)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    mask: Tensor | None = None,
+    dropout: nn.Module | None = None,
+) -> tuple[Tensor, Tensor]:
+    """softmax(Q Kᵀ / √d_k + mask) V, written out (paper eq. 1).
+
+    query [B, h, T, d_k], key [B, h, S, d_k], value [B, h, S, d_v]; mask broadcasts to
+    [B, h, T, S] with True = may attend. Returns (output [B, h, T, d_v], weights [B, h, T, S]).
+    """
+    d_k = query.size(-1)
+    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # [B, h, T, S]
+    if mask is not None:
+        # The most negative finite value, not -inf: a fully masked row gives a uniform
+        # distribution instead of NaN.
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = scores.softmax(dim=-1)
+    if dropout is not None:
+        weights = dropout(weights)
+    return weights @ value, weights
+
+
+class MultiHeadAttention(nn.Module):
+    """MultiHead(Q, K, V) = Concat(head_1, …, head_h) W^O,
+    where head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
+
+    ``attention="manual"`` runs :func:`scaled_dot_product_attention`; ``"sdpa"`` runs
+    :func:`torch.nn.functional.scaled_dot_product_attention`, the same maths in a fused kernel.
+    Set ``capture_weights = True`` (see ``Transformer.capture_attention``) to keep the attention
+    weights of the last call in ``self.weights``; that always takes the manual path.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_head: int | None = None,
+        dropout: float = 0.0,
+        attention: str = "manual",
+    ) -> None:
+        super().__init__()
+        self.n_heads = n_heads
+        self.d_head = d_head if d_head is not None else d_model // n_heads
+        inner = n_heads * self.d_head
+        self.w_q = nn.Linear(d_model, inner)
+        self.w_k = nn.Linear(d_model, inner)
+        self.w_v = nn.Linear(d_model, inner)
+        self.w_o = nn.Linear(inner, d_model)
+        self.dropout_p = dropout
+        self.dropout = nn.Dropout(dropout)
+        self.attention = attention
+        self.capture_weights = False
+        self.weights: Tensor | None = None
+
+    def split_heads(self, x: Tensor) -> Tensor:
+        """[B, T, h·d_k] -> [B, h, T, d_k]"""
+        batch, length, _ = x.shape
+        return x.view(batch, length, self.n_heads, self.d_head).transpose(1, 2)
+
+    def merge_heads(self, x: Tensor) -> Tensor:
+        """[B, h, T, d_k] -> [B, T, h·d_k]"""
+        batch, _, length, _ = x.shape
+        return x.transpose(1, 2).reshape(batch, length, self.n_heads * self.d_head)
+
+    def project_key_value(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """K = x W^K and V = x W^V, split into heads: each [B, h, S, d_k].
+
+        Exposed separately so that incremental decoding can cache them.
+        """
+        return self.split_heads(self.w_k(x)), self.split_heads(self.w_v(x))
+
+    def attend(self, x: Tensor, key: Tensor, value: Tensor, mask: Tensor | None) -> Tensor:
+        """x [B, T, d_model] attends to key/value heads [B, h, S, d_k]; returns [B, T, d_model]."""
+        query = self.split_heads(self.w_q(x))
+        if self.attention == "sdpa" and not self.capture_weights:
+            dropout_p = self.dropout_p if self.training else 0.0
+            heads = F.scaled_dot_product_attention(
+                query, key, value, attn_mask=mask, dropout_p=dropout_p
+            )
+        else:
+            heads, weights = scaled_dot_product_attention(
+                query, key, value, mask, self.dropout if self.dropout_p > 0 else None
+            )
+            if self.capture_weights:
+                self.weights = weights.detach()
+        return self.w_o(self.merge_heads(heads))
+
+    def forward(self, x: Tensor, memory: Tensor, mask: Tensor | None = None) -> Tensor:
+        """Queries from x [B, T, d_model], keys and values from memory [B, S, d_model]."""
+        key, value = self.project_key_value(memory)
+        return self.attend(x, key, value, mask)

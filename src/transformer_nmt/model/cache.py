@@ -1,0 +1,50 @@
+"""Key/value cache for incremental (one token at a time) decoding."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+KeyValue = tuple[Tensor, Tensor]
+
+
+class KVCache:
+    """Per decoder layer: self-attention keys/values of the steps decoded so far, which grow by
+    one step per call, and cross-attention keys/values of the encoder memory, computed once.
+
+    All tensors are [B, h, length, d_k]. ``reorder`` follows beam search's choice of parents.
+    """
+
+    def __init__(self, n_layers: int) -> None:
+        self.self_attention: list[KeyValue | None] = [None] * n_layers
+        self.cross_attention: list[KeyValue | None] = [None] * n_layers
+
+    @property
+    def length(self) -> int:
+        """Number of target positions already decoded."""
+        first = self.self_attention[0]
+        return 0 if first is None else first[0].size(2)
+
+    def append_self(self, layer: int, key: Tensor, value: Tensor) -> KeyValue:
+        """Append this step's keys/values to layer's cache; return all of them."""
+        past = self.self_attention[layer]
+        if past is not None:
+            key = torch.cat([past[0], key], dim=2)
+            value = torch.cat([past[1], value], dim=2)
+        self.self_attention[layer] = (key, value)
+        return key, value
+
+    def cross(self, layer: int, project: Callable[[], KeyValue]) -> KeyValue:
+        """Cross-attention keys/values of layer, projected from the memory on first use."""
+        if self.cross_attention[layer] is None:
+            self.cross_attention[layer] = project()
+        return self.cross_attention[layer]
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep rows ``index`` of the batch (beam search: the surviving hypotheses' parents)."""
+        for entries in (self.self_attention, self.cross_attention):
+            for i, kv in enumerate(entries):
+                if kv is not None:
+                    entries[i] = (kv[0].index_select(0, index), kv[1].index_select(0, index))

@@ -1,0 +1,22 @@
+"""A model small enough to run dozens of times per second on a CPU."""
+
+from transformer_nmt.model import TransformerConfig
+
+PAD = 0
+
+
+def tiny_config(**overrides) -> TransformerConfig:
+    fields = dict(
+        src_vocab_size=23,
+        tgt_vocab_size=19,
+        d_model=32,
+        n_heads=4,
+        n_encoder_layers=2,
+        n_decoder_layers=2,
+        d_ff=64,
+        dropout=0.1,
+        max_len=64,
+        pad_id=PAD,
+    )
+    fields.update(overrides)
+    return TransformerConfig(**fields)
