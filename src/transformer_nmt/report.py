@@ -1,0 +1,206 @@
+"""Collect a Hydra multirun into a Markdown table laid out like the paper's Table 3, and a plot.
+
+    python -m transformer_nmt.report multirun/2026-11-22/10-00-00 [--x model.n_heads]
+
+Each job directory of the sweep holds Hydra's ``.hydra/overrides.yaml`` (written when the job
+starts) and, once the run ends, the ``summary.json`` written by training (see
+``transformer_nmt.training.summary``). A job without a summary is reported as missing, so the
+command works on a sweep that is still running or partly failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+SUMMARY_FILE = "summary.json"
+DEV_PPL, DEV_BLEU = "val/ppl", "val/bleu"
+
+# (column heading, key in the summary's model config) — the paper's Table 3 columns.
+MODEL_COLUMNS = [
+    ("N", "n_encoder_layers"),
+    ("d_model", "d_model"),
+    ("d_ff", "d_ff"),
+    ("h", "n_heads"),
+    ("d_k", "head_dim"),
+    ("P_drop", "dropout"),
+    ("norm", "norm"),
+    ("positional", "positional"),
+]
+
+
+@dataclass
+class Run:
+    """One job of the sweep: its overrides and, if it finished, its summary."""
+
+    name: str
+    overrides: dict[str, str]
+    summary: dict | None = None
+    status: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.status = "missing" if self.summary is None else self.summary.get("status", "finished")
+
+    def metric(self, key: str) -> float | None:
+        value = (self.summary or {}).get("metrics", {}).get(key)
+        return None if value is None or not math.isfinite(value) else float(value)
+
+    def model_value(self, key: str):
+        model = (self.summary or {}).get("model", {})
+        if key == "head_dim" and model:
+            return model.get("d_head") or model["d_model"] // model["n_heads"]
+        return model.get(key)
+
+
+def load_sweep(sweep_dir: Path) -> list[Run]:
+    """Every job directory under sweep_dir (those with .hydra/overrides.yaml), in job order."""
+    if not sweep_dir.is_dir():
+        raise FileNotFoundError(f"sweep directory {sweep_dir} does not exist")
+    runs = []
+    for overrides_file in sweep_dir.glob("**/.hydra/overrides.yaml"):
+        job_dir = overrides_file.parent.parent
+        overrides = dict(
+            item.split("=", 1) for item in yaml.safe_load(overrides_file.read_text()) or []
+        )
+        summary_file = job_dir / SUMMARY_FILE
+        summary = json.loads(summary_file.read_text()) if summary_file.exists() else None
+        runs.append(Run(str(job_dir.relative_to(sweep_dir)), overrides, summary))
+    if not runs:
+        raise FileNotFoundError(
+            f"no Hydra jobs under {sweep_dir} (expected <job>/.hydra/overrides.yaml); "
+            f"pass the directory of a `python train.py -m ...` sweep"
+        )
+    return sorted(runs, key=lambda run: _natural_key(run.name))
+
+
+def swept_keys(runs: list[Run]) -> list[str]:
+    """Override keys whose value differs between runs: the sweep's axes."""
+    keys = sorted({key for run in runs for key in run.overrides})
+    return [key for key in keys if len({run.overrides.get(key) for run in runs}) > 1]
+
+
+def markdown_table(runs: list[Run]) -> str:
+    """Table 3 layout: variant, model shape, train steps, PPL (dev), BLEU (dev), params ×10⁶."""
+    axes = swept_keys(runs)
+    header = ["variant", *(name for name, _ in MODEL_COLUMNS), "ε_ls", "warmup", "train steps"]
+    header += ["PPL (dev)", "BLEU (dev)", "params ×10⁶", "status"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for run in runs:
+        summary = run.summary or {}
+        variant = ", ".join(f"{key}={run.overrides.get(key, '—')}" for key in axes) or run.name
+        row = [variant]
+        row += [_cell(run.model_value(key)) for _, key in MODEL_COLUMNS]
+        row += [_cell(summary.get("label_smoothing")), _cell(summary.get("warmup"))]
+        row += [_cell(summary.get("steps"))]
+        row += [_cell(run.metric(DEV_PPL), ".2f"), _cell(run.metric(DEV_BLEU), ".1f")]
+        params = summary.get("params")
+        row += [_cell(None if params is None else params / 1e6, ".1f"), run.status]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(runs: list[Run], out_file: Path, x_key: str | None = None, metric: str | None = None):
+    """Metric against one swept value, one line per combination of the other swept values."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    axes = swept_keys(runs)
+    x_key = x_key or next(
+        (key for key in axes if _all_numeric(runs, key)), axes[0] if axes else None
+    )
+    if metric is None:
+        metric = DEV_BLEU if any(run.metric(DEV_BLEU) is not None for run in runs) else DEV_PPL
+    groups: dict[str, list[tuple[str, float]]] = {}
+    for run in runs:
+        value = run.metric(metric)
+        if value is None:
+            continue
+        label = ", ".join(f"{k}={run.overrides.get(k)}" for k in axes if k != x_key) or metric
+        x = run.overrides.get(x_key, run.name) if x_key else run.name
+        groups.setdefault(label, []).append((x, value))
+
+    figure, ax = plt.subplots(figsize=(6, 4))
+    numeric = x_key is not None and _all_numeric(runs, x_key)
+    for label, points in sorted(groups.items()):
+        points.sort(key=lambda p: float(p[0]) if numeric else p[0])
+        xs = [float(x) for x, _ in points] if numeric else [x for x, _ in points]
+        ax.plot(xs, [y for _, y in points], marker="o", label=label)
+    ax.set_xlabel(x_key or "run")
+    ax.set_ylabel(metric)
+    missing = sum(run.metric(metric) is None for run in runs)
+    ax.set_title(f"{metric} ({missing} of {len(runs)} runs missing)" if missing else metric)
+    if groups:
+        ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    figure.tight_layout()
+    _atomic_save(out_file, lambda path: figure.savefig(path, format="png", dpi=120))
+    plt.close(figure)
+    return out_file
+
+
+def write_report(sweep_dir: Path, out_dir: Path | None = None, x_key: str | None = None):
+    """Write report.md and report.png for the sweep; returns their paths."""
+    runs = load_sweep(sweep_dir)
+    out_dir = out_dir or sweep_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table_file = out_dir / "report.md"
+    _atomic_save(table_file, lambda path: Path(path).write_text(markdown_table(runs)))
+    plot_file = plot(runs, out_dir / "report.png", x_key)
+    return table_file, plot_file
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("sweep_dir", type=Path, help="a `python train.py -m` output directory")
+    parser.add_argument("--out", type=Path, default=None, help="where to write (default: sweep)")
+    parser.add_argument("--x", default=None, help="override key for the plot's x axis")
+    args = parser.parse_args(argv)
+    try:
+        table_file, plot_file = write_report(args.sweep_dir, args.out, args.x)
+    except FileNotFoundError as error:
+        parser.exit(2, f"error: {error}\n")
+    print(table_file.read_text())
+    print(f"wrote {table_file} and {plot_file}")
+
+
+def _cell(value, spec: str = "") -> str:
+    if value is None:
+        return "—"
+    return format(value, spec) if spec else str(value)
+
+
+def _all_numeric(runs: list[Run], key: str) -> bool:
+    try:
+        for run in runs:
+            float(run.overrides.get(key, "nan"))
+    except ValueError:
+        return False
+    return True
+
+
+def _natural_key(name: str):
+    return [int(part) if part.isdigit() else part for part in Path(name).parts]
+
+
+def _atomic_save(target: Path, write) -> None:
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from transformer_nmt.report import load_sweep, markdown_table, swept_keys
+
+
+def make_job(sweep, name, overrides, summary=None):
+    job = sweep / name
+    (job / ".hydra").mkdir(parents=True)
+    (job / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    if summary is not None:
+        (job / "summary.json").write_text(json.dumps(summary))
+
+
+def summary(n_heads, bleu, ppl):
+    return {
+        "status": "finished",
+        "model": {
+            "n_encoder_layers": 2,
+            "d_model": 64,
+            "d_ff": 128,
+            "n_heads": n_heads,
+            "d_head": None,
+            "dropout": 0.1,
+            "norm": "post",
+            "positional": "sinusoidal",
+        },
+        "label_smoothing": 0.1,
+        "warmup": 400,
+        "params": 1_234_567,
+        "steps": 100,
+        "metrics": {"val/ppl": ppl, "val/bleu": bleu},
+    }
+
+
+@pytest.fixture
+def sweep(tmp_path):
+    for i, (heads, norm) in enumerate([(1, "post"), (4, "post"), (1, "pre"), (4, "pre")]):
+        overrides = [f"model.n_heads={heads}", f"model.norm={norm}", "trainer.max_steps=100"]
+        done = summary(heads, bleu=10.0 + heads, ppl=20.0 / heads) if i != 3 else None
+        make_job(tmp_path, str(i), overrides, done)
+    make_job(
+        tmp_path,
+        "10",
+        ["model.n_heads=8", "model.norm=post", "trainer.max_steps=100"],
+        summary(8, bleu=15.0, ppl=3.0),
+    )
+    return tmp_path
+
+
+def test_sweep_axes_and_natural_job_order(sweep):
+    runs = load_sweep(sweep)
+    assert [run.name for run in runs] == ["0", "1", "2", "3", "10"]
+    assert swept_keys(runs) == ["model.n_heads", "model.norm"]
+
+
+def test_table_has_paper_columns_and_marks_missing_runs(sweep):
+    table = markdown_table(load_sweep(sweep)).splitlines()
+    assert "PPL (dev)" in table[0] and "BLEU (dev)" in table[0] and "params ×10⁶" in table[0]
+    assert len(table) == 2 + 5
+    row_1 = next(line for line in table if "model.n_heads=4, model.norm=post" in line)
+    assert "| 14.0 |" in row_1 and "| 5.00 |" in row_1 and "| 1.2 |" in row_1
+    assert "| 16 |" in row_1  # d_k = 64 / 4
+    missing = next(line for line in table if "model.n_heads=4, model.norm=pre" in line)
+    assert missing.rstrip().endswith("missing |")
+    assert "trainer.max_steps" not in "\n".join(table)  # not swept, so not part of the variant
+
+
+def test_report_command_writes_table_and_png(sweep, tmp_path):
+    out = tmp_path / "report"
+    result = subprocess.run(
+        [sys.executable, "-m", "transformer_nmt.report", str(sweep), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "BLEU (dev)" in result.stdout
+    assert (out / "report.md").read_text() == markdown_table(load_sweep(sweep))
+    png = (out / "report.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 5000
+    assert not list(out.glob(".*tmp"))
+
+
+def test_empty_directory_is_a_clear_error(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "transformer_nmt.report", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2
+    assert "no Hydra jobs" in result.stderr and str(tmp_path) in result.stderr
