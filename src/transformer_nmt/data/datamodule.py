@@ -1,0 +1,328 @@
+"""The LightningDataModule that turns a parallel corpus into padded translation batches."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import lightning.pytorch as pl
+import torch
+from hydra.utils import to_absolute_path
+from lightning.pytorch.utilities.rank_zero import rank_zero_only
+from torch.utils.data import DataLoader
+
+from transformer_nmt.data.batching import PadCollator, ResumableDataLoader, TokenBucketBatchSampler
+from transformer_nmt.data.encoding import (
+    TranslationExamples,
+    encode_texts,
+    encoded_cache_entry,
+    load_or_encode,
+)
+from transformer_nmt.data.errors import DataError
+from transformer_nmt.data.sources import (
+    LOGICAL_SPLITS,
+    SOURCES,
+    ParallelSplit,
+    open_files_split,
+    open_hub_split,
+    open_local_split,
+    resolve_splits,
+)
+from transformer_nmt.data.tokenizer import (
+    bpe_cache_entry,
+    load_or_train_bpe,
+    load_tokenizer,
+    special_ids,
+    tokenizer_fingerprint,
+)
+
+log = logging.getLogger(__name__)
+
+TOKENIZERS = ("bpe", "pretrained")
+_STAGE_SPLITS = {
+    "fit": ("train", "val"),
+    "validate": ("val",),
+    "test": ("test",),
+    "predict": ("test",),
+    None: LOGICAL_SPLITS,
+}
+_MAX_ENCODING_PROCESSES = 8
+
+
+class TranslationDataModule(pl.LightningDataModule):
+    """Parallel text from the Hub (WMT16), WMT16-schema files or a Multi30k-layout directory.
+
+    ``prepare_data`` downloads, trains/loads the tokenizer and tokenises every split into the
+    cache; ``setup`` loads what its stage needs (building anything missing, so it also works
+    without ``prepare_data``). Batches are dicts of ``src_ids`` / ``tgt_in_ids`` / ``labels``
+    (padded with ``pad_id``) and ``ids`` (positions in :meth:`raw_pairs`). Training batches
+    hold at most ``max_tokens`` padded tokens per side (sentences x longest, at most
+    ``batch_size`` sentences if that is set too) or, with ``max_tokens=None``, ``batch_size``
+    shuffled sentences; under DDP every rank gets a disjoint shard of the same number of batches
+    (needs ``Trainer(use_distributed_sampler=False)``). Training pairs with an empty side are
+    dropped; validation and test keep every pair so they match their references.
+    """
+
+    def __init__(
+        self,
+        source: str = "hub",
+        data_dir: str | None = None,
+        data_files: Mapping[str, str | Sequence[str]] | None = None,
+        hub_name: str = "wmt/wmt16",
+        hub_config: str = "de-en",
+        train_split: str = "train",
+        splits: Mapping[str, str] | None = None,
+        src_lang: str = "en",
+        tgt_lang: str = "de",
+        tokenizer: str = "bpe",
+        tokenizer_name: str | None = None,
+        vocab_size: int = 8000,
+        max_len: int = 256,
+        max_tokens: int | None = 4096,
+        batch_size: int | None = None,
+        num_workers: int = 0,
+        seed: int = 0,
+        cache_dir: str = "~/.cache/transformer_nmt",
+    ) -> None:
+        super().__init__()
+        # saved in checkpoints but not merged into the logger's hparams: Lightning raises there if
+        # the model's hparams share a key (vocab_size, max_len, seed) with a different value
+        self.save_hyperparameters(logger=False)
+        _check_options(source, data_dir, data_files, tokenizer, tokenizer_name, src_lang, tgt_lang)
+        if max_len < 2:
+            raise DataError(f"max_len={max_len} leaves no room for a token plus BOS/EOS")
+        if max_tokens is None and batch_size is None:
+            raise DataError("set max_tokens (token budget per batch) or batch_size")
+        if max_tokens is not None and max_tokens < max_len:
+            raise DataError(f"max_tokens={max_tokens} must be at least max_len={max_len}")
+        self.source = source
+        self.data_dir = Path(to_absolute_path(data_dir)) if data_dir else None
+        self.data_files = _absolute_data_files(data_files)
+        self.hub_name, self.hub_config = hub_name, hub_config
+        self.physical_splits = resolve_splits(source, train_split, splits)
+        self.src_lang, self.tgt_lang = src_lang, tgt_lang
+        self.tokenizer_kind, self.tokenizer_name = tokenizer, tokenizer_name
+        self.bpe_vocab_size = vocab_size
+        self.max_len, self.max_tokens, self.batch_size = max_len, max_tokens, batch_size
+        self.num_workers, self.seed = num_workers, seed
+        self.cache_dir = Path(to_absolute_path(os.path.expanduser(cache_dir)))
+        self.encoding_processes = min(_MAX_ENCODING_PROCESSES, os.cpu_count() or 1)
+
+        self._opened: dict[str, ParallelSplit] = {}
+        self._fingerprints: dict[str, str] = {}
+        self._tokenizer = None
+        self._tokenizer_dir: str | None = None
+        self.datasets: dict[str, TranslationExamples] = {}
+        self._raw_pairs: dict[str, list[tuple[str, str]]] = {}
+
+    # -- Lightning hooks ---------------------------------------------------------------------
+
+    def prepare_data(self) -> None:
+        """Download, train or load the tokenizer and tokenise all splits into the cache."""
+        for split in LOGICAL_SPLITS:
+            self._examples(split)
+
+    def setup(self, stage: str | None = None) -> None:
+        """Load the examples of the splits ``stage`` needs (fit/validate/test/predict/None)."""
+        if stage not in _STAGE_SPLITS:
+            raise ValueError(f"unknown stage {stage!r}; expected one of {list(_STAGE_SPLITS)}")
+        for split in _STAGE_SPLITS[stage]:
+            self._examples(split)
+
+    def train_dataloader(self) -> DataLoader:
+        examples = self._examples("train")
+        return ResumableDataLoader(
+            examples,
+            batch_sampler=self._batch_sampler(examples, shuffle=True),
+            collate_fn=self.collator,
+            num_workers=self.num_workers,
+            persistent_workers=self.num_workers > 0,
+            pin_memory=torch.cuda.is_available(),
+        )
+
+    def val_dataloader(self) -> DataLoader:
+        return self._eval_dataloader("val")
+
+    def test_dataloader(self) -> DataLoader:
+        return self._eval_dataloader("test")
+
+    # -- tokenizer -----------------------------------------------------------------------------
+
+    @property
+    def tokenizer(self):
+        """The tokenizer (loaded, or trained and cached for ``bpe``, on first use)."""
+        if self._tokenizer is None:
+            self._tokenizer, self._tokenizer_dir = self._load_or_build_tokenizer()
+        return self._tokenizer
+
+    @property
+    def tokenizer_dir(self) -> str:
+        """What :func:`~transformer_nmt.data.load_tokenizer` rebuilds the tokenizer from."""
+        _ = self.tokenizer
+        return self._tokenizer_dir
+
+    @property
+    def vocab_size(self) -> int:
+        """Size of the vocabulary shared by source and target, ``len(tokenizer)``."""
+        return len(self.tokenizer)
+
+    @property
+    def pad_id(self) -> int:
+        return special_ids(self.tokenizer).pad
+
+    @property
+    def bos_id(self) -> int:
+        """The decoder start id (Marian: its ``decoder_start_token_id``, the pad id)."""
+        return special_ids(self.tokenizer).bos
+
+    @property
+    def eos_id(self) -> int:
+        return special_ids(self.tokenizer).eos
+
+    @property
+    def collator(self) -> PadCollator:
+        return PadCollator(self.pad_id, self.bos_id, self.eos_id)
+
+    def encode_source(self, texts: Sequence[str]) -> list[list[int]]:
+        """Source ids + EOS, truncated to ``max_len`` like the training sources."""
+        body = self.max_len - 1
+        return [ids[:body] + [self.eos_id] for ids in encode_texts(self.tokenizer, texts)]
+
+    def decode(self, ids: Sequence[int] | torch.Tensor) -> str:
+        """Target text of ``ids``, up to the first EOS, without special tokens."""
+        ids = ids.tolist() if hasattr(ids, "tolist") else list(ids)
+        if self.eos_id in ids:
+            ids = ids[: ids.index(self.eos_id)]
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def raw_pairs(self, split: str) -> list[tuple[str, str]]:
+        """The untokenised (source, target) pairs of logical ``split``, in corpus order."""
+        if split not in self._raw_pairs:
+            src, tgt = self._split(split).read()
+            self._raw_pairs[split] = list(zip(src, tgt, strict=True))
+        return self._raw_pairs[split]
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _split(self, split: str) -> ParallelSplit:
+        if split not in LOGICAL_SPLITS:
+            raise ValueError(f"unknown split {split!r}; expected one of {list(LOGICAL_SPLITS)}")
+        if split not in self._opened:
+            physical = self.physical_splits[split]
+            langs = (self.src_lang, self.tgt_lang)
+            if self.source == "local":
+                self._opened[split] = open_local_split(self.data_dir, physical, *langs)
+            elif self.source == "wmt16_files":
+                self._opened[split] = open_files_split(self.data_files, physical, *langs)
+            else:
+                self._opened[split] = open_hub_split(
+                    self.hub_name, self.hub_config, physical, *langs
+                )
+        return self._opened[split]
+
+    def _fingerprint(self, split: str) -> str:
+        if split not in self._fingerprints:
+            self._fingerprints[split] = self._split(split).fingerprint()
+        return self._fingerprints[split]
+
+    def _load_or_build_tokenizer(self) -> tuple[object, str]:
+        if self.tokenizer_kind == "pretrained":
+            return load_tokenizer(self.tokenizer_name), self.tokenizer_name
+        train = self._split("train")
+        corpus_key = (
+            self._fingerprint("train") + "|" + "-".join(sorted((self.src_lang, self.tgt_lang)))
+        )
+        entry = bpe_cache_entry(self.cache_dir, corpus_key, self.bpe_vocab_size)
+
+        def training_texts():
+            src, tgt = train.read()
+            return [*src, *tgt], len(src) + len(tgt)
+
+        tokenizer, trained = load_or_train_bpe(entry, self.bpe_vocab_size, training_texts)
+        action = "trained" if trained else "loaded cached"
+        _log_once(f"{action} joint BPE tokenizer ({len(tokenizer)} types) at {entry}")
+        return tokenizer, str(entry)
+
+    def _examples(self, split: str) -> TranslationExamples:
+        if split not in self.datasets:
+            opened = self._split(split)
+            tokenizer_key = tokenizer_fingerprint(self.tokenizer)
+            entry = encoded_cache_entry(self.cache_dir, self._fingerprint(split), tokenizer_key)
+            encoded, _ = load_or_encode(entry, opened, self.tokenizer, self.encoding_processes)
+            drop_empty = split == "train"
+            examples = TranslationExamples(encoded, max_len=self.max_len, drop_empty=drop_empty)
+            _log_once(examples.stats.describe(split, self.max_len))
+            self.datasets[split] = examples
+        return self.datasets[split]
+
+    def _eval_dataloader(self, split: str) -> DataLoader:
+        examples = self._examples(split)
+        return DataLoader(
+            examples,
+            batch_sampler=self._batch_sampler(examples, shuffle=False),
+            collate_fn=self.collator,
+            num_workers=self.num_workers,
+            persistent_workers=self.num_workers > 0,
+            pin_memory=torch.cuda.is_available(),
+        )
+
+    def _batch_sampler(self, examples: TranslationExamples, shuffle: bool):
+        rank, world_size = self._distributed_context()
+        return TokenBucketBatchSampler(
+            examples.lengths,
+            tiebreak_lengths=examples.src_lengths,
+            max_tokens=self.max_tokens,
+            max_sentences=self.batch_size,
+            bucket_by_length=self.max_tokens is not None,
+            shuffle=shuffle,
+            seed=self.seed,
+            rank=rank,
+            world_size=world_size,
+        )
+
+    def _distributed_context(self) -> tuple[int, int]:
+        """(rank, world size): from the attached trainer, else torch.distributed, else (0, 1)."""
+        if self.trainer is not None:
+            return self.trainer.global_rank, self.trainer.world_size
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            return torch.distributed.get_rank(), torch.distributed.get_world_size()
+        return 0, 1
+
+
+def _check_options(source, data_dir, data_files, tokenizer, tokenizer_name, src_lang, tgt_lang):
+    if source not in SOURCES:
+        raise DataError(f"unknown source {source!r}; expected one of {list(SOURCES)}")
+    if source == "local" and not data_dir:
+        raise DataError("source='local' needs data_dir, a directory of {split}.{lang}[.gz] files")
+    if source == "wmt16_files" and not data_files:
+        raise DataError(
+            "source='wmt16_files' needs data_files={'train': path, 'validation': path, "
+            "'test': path} of jsonl/parquet rows {'translation': {lang: text}}"
+        )
+    if tokenizer not in TOKENIZERS:
+        raise DataError(f"unknown tokenizer {tokenizer!r}; expected one of {list(TOKENIZERS)}")
+    if tokenizer == "pretrained" and not tokenizer_name:
+        raise DataError(
+            "tokenizer='pretrained' needs tokenizer_name, e.g. Helsinki-NLP/opus-mt-en-de"
+        )
+    if src_lang == tgt_lang:
+        raise DataError(f"src_lang and tgt_lang are both {src_lang!r}")
+
+
+def _absolute_data_files(data_files: Mapping | None) -> dict | None:
+    if data_files is None:
+        return None
+    absolute = {}
+    for split, paths in dict(data_files).items():
+        if isinstance(paths, str | os.PathLike):
+            absolute[split] = to_absolute_path(str(paths))
+        else:
+            absolute[split] = [to_absolute_path(str(p)) for p in paths]
+    return absolute
+
+
+@rank_zero_only
+def _log_once(message: str) -> None:
+    log.info(message)

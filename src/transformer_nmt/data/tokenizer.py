@@ -1,0 +1,147 @@
+"""Tokenizers: a cached joint BPE trained offline, or any pretrained ``AutoTokenizer``.
+
+Whatever the kind, the tokenizer handed out has ``pad_token_id``, ``eos_token_id`` and a
+``bos_token_id`` that is the *decoder start* id: for Marian (no BOS token) that is its
+``config.decoder_start_token_id``, which equals its pad id.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import NamedTuple
+
+from transformer_nmt.data.cache import build_atomically, fingerprint, is_complete
+from transformer_nmt.data.errors import DataError
+
+log = logging.getLogger(__name__)
+
+PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
+BPE_FORMAT_VERSION = 1
+_BPE_MIN_FREQUENCY = 2
+_BPE_ALPHABET_LIMIT = 1000  # rarer characters map to <unk> instead of filling the vocabulary
+
+
+class SpecialIds(NamedTuple):
+    """The special token ids the model and the batches agree on."""
+
+    pad: int
+    bos: int  # the decoder start id
+    eos: int
+
+
+def special_ids(tokenizer) -> SpecialIds:
+    """The pad / decoder-start / eos ids of a tokenizer returned by this module."""
+    return SpecialIds(tokenizer.pad_token_id, tokenizer.bos_token_id, tokenizer.eos_token_id)
+
+
+def bpe_cache_entry(cache_dir: Path, corpus_fingerprint: str, vocab_size: int) -> Path:
+    """Where the BPE trained on a corpus (fingerprint) with these options is cached."""
+    key = fingerprint("bpe", BPE_FORMAT_VERSION, corpus_fingerprint, vocab_size)
+    return cache_dir / "tokenizers" / f"bpe{vocab_size}-{key}"
+
+
+def load_or_train_bpe(
+    entry: Path, vocab_size: int, training_texts: Callable[[], tuple[Iterable[str], int]]
+) -> tuple[object, bool]:
+    """Load the cached BPE at ``entry``, training and publishing it first if needed.
+
+    ``training_texts`` returns (sentences, how many) and is only called on a cache miss.
+    Returns the tokenizer and whether it was trained by this call.
+    """
+    trained = not is_complete(entry)
+    if trained:
+
+        def build(tmp_dir: Path) -> None:
+            texts, count = training_texts()
+            train_bpe(texts, vocab_size, count).save_pretrained(tmp_dir)
+
+        info = {"kind": "bpe", "vocab_size": vocab_size, "format": BPE_FORMAT_VERSION}
+        build_atomically(entry, build, info)
+    return load_tokenizer(str(entry)), trained
+
+
+def train_bpe(texts: Iterable[str], vocab_size: int, count: int | None = None):
+    """Train a joint BPE (NFKC, SentencePiece-style ``▁`` word boundaries) as a fast tokenizer."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = Tokenizer(models.BPE(unk_token=UNK))
+    bpe.normalizer = normalizers.NFKC()
+    bpe.pre_tokenizer = pre_tokenizers.Metaspace()
+    bpe.decoder = decoders.Metaspace()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=_BPE_MIN_FREQUENCY,
+        limit_alphabet=_BPE_ALPHABET_LIMIT,
+        special_tokens=[PAD, BOS, EOS, UNK],
+        show_progress=False,
+    )
+    bpe.train_from_iterator(texts, trainer, length=count)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=bpe,
+        pad_token=PAD,
+        bos_token=BOS,
+        eos_token=EOS,
+        unk_token=UNK,
+        clean_up_tokenization_spaces=False,
+    )
+
+
+def load_tokenizer(tokenizer_dir: str):
+    """Load a tokenizer saved by this pipeline (a BPE cache dir) or any ``AutoTokenizer`` name.
+
+    The result's ``bos_token_id`` is the decoder start id (see the module docstring), so
+    ``special_ids(load_tokenizer(dm.tokenizer_dir)) == (dm.pad_id, dm.bos_id, dm.eos_id)``.
+    """
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    except OSError as error:
+        raise DataError(
+            f"cannot load tokenizer {tokenizer_dir!r}: {error}. With no network it must be in "
+            f"the Hugging Face cache already (run once online), or be a local directory saved "
+            f"with save_pretrained; tokenizer=bpe trains one offline instead"
+        ) from error
+    decoder_start = _decoder_start_id(tokenizer_dir, tokenizer)
+    if tokenizer.pad_token_id is None or tokenizer.eos_token_id is None:
+        raise DataError(
+            f"tokenizer {tokenizer_dir!r} needs a pad and an eos token, has pad="
+            f"{tokenizer.pad_token!r} eos={tokenizer.eos_token!r}"
+        )
+    if tokenizer.bos_token_id != decoder_start:
+        tokenizer.bos_token = tokenizer.convert_ids_to_tokens(decoder_start)
+    return tokenizer
+
+
+def _decoder_start_id(tokenizer_dir: str, tokenizer) -> int:
+    """The model config's ``decoder_start_token_id`` if there is one, else the BOS id."""
+    from transformers import AutoConfig
+
+    local = Path(tokenizer_dir)
+    decoder_start = None
+    if not local.is_dir() or (local / "config.json").is_file():
+        try:
+            config = AutoConfig.from_pretrained(tokenizer_dir)
+            decoder_start = getattr(config, "decoder_start_token_id", None)
+        except (OSError, ValueError) as error:
+            log.warning("no model config for %s (%s); using its BOS token", tokenizer_dir, error)
+    if decoder_start is None:
+        decoder_start = tokenizer.bos_token_id
+    if decoder_start is None:
+        raise DataError(
+            f"cannot tell the decoder start token of tokenizer {tokenizer_dir!r}: it has no BOS "
+            f"token and no model config with decoder_start_token_id was found next to it"
+        )
+    return int(decoder_start)
+
+
+def tokenizer_fingerprint(tokenizer) -> str:
+    """A digest of what decides the token ids a tokenizer produces."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        return fingerprint("backend", backend.to_str())
+    vocab = sorted(tokenizer.get_vocab().items())
+    return fingerprint(type(tokenizer).__name__, tokenizer.name_or_path, vocab)

@@ -1,0 +1,163 @@
+"""Reading the three kinds of source, and the errors for data that cannot be used."""
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tests.data.conftest import write_text
+from transformer_nmt.data import DataError, TranslationDataModule
+from transformer_nmt.data.sources import open_local_split, read_lines
+
+
+def test_local_source_reads_gzip_and_plain_files_in_order(make_dm, tiny_pairs):
+    dm = make_dm(src_lang="en", tgt_lang="de")
+    for split in ("train", "val", "test"):  # train is .gz, val/test are plain text
+        assert dm.raw_pairs(split) == tiny_pairs[split]
+
+
+def test_direction_is_configuration(make_dm, tiny_pairs):
+    dm = make_dm(src_lang="de", tgt_lang="en")
+    assert dm.raw_pairs("val") == [(de, en) for en, de in tiny_pairs["val"]]
+
+
+def test_lines_split_only_on_newline(tmp_path):
+    path = tmp_path / "x.en"
+    path.write_text("first\u2028still first\r\nsecond\x85too\n", encoding="utf-8")
+    assert read_lines(path) == ["first\u2028still first", "second\x85too"]
+
+
+def test_missing_directory_names_path_and_layout(tmp_path):
+    missing = tmp_path / "nowhere"
+    with pytest.raises(DataError, match="does not exist") as error:
+        open_local_split(missing, "train", "en", "de")
+    assert str(missing) in str(error.value)
+    assert "{split}.{lang}.gz" in str(error.value)
+
+
+def test_missing_split_file_names_path_and_layout(make_dm, tiny_dir):
+    dm = make_dm(splits={"test": "test_2016_flickr"})
+    with pytest.raises(DataError, match="missing split file") as error:
+        dm.setup("test")
+    message = str(error.value)
+    assert str(tiny_dir / "test_2016_flickr.en") in message
+    assert "{split}.{lang}.gz" in message
+
+
+def test_unequal_line_counts_name_both_files_and_counts(make_dm, tiny_dir, tiny_pairs):
+    write_text(tiny_dir / "val.de", [de for _, de in tiny_pairs["val"]][:-2])
+    dm = make_dm()
+    with pytest.raises(DataError, match="line counts differ") as error:
+        dm.setup("validate")
+    message = str(error.value)
+    assert str(tiny_dir / "val.en") in message and str(tiny_dir / "val.de") in message
+    assert "30 lines" in message and "has 28" in message
+
+
+def test_language_not_in_local_data(make_dm):
+    dm = make_dm(src_lang="en", tgt_lang="fr")
+    with pytest.raises(DataError, match="language 'fr' is not in the data") as error:
+        dm.setup("fit")
+    assert "['de', 'en']" in str(error.value)
+
+
+def test_wmt16_jsonl_goes_through_datasets(wmt16_jsonl, tiny_pairs, cache_dir):
+    dm = TranslationDataModule(
+        source="wmt16_files",
+        data_files=wmt16_jsonl,
+        train_split="train[:50%]",
+        vocab_size=200,
+        max_len=32,
+        max_tokens=256,
+        cache_dir=str(cache_dir),
+    )
+    dm.setup("fit")
+    assert dm.raw_pairs("train") == tiny_pairs["train"][:120]
+    assert dm.raw_pairs("val") == tiny_pairs["val"]
+    assert dm.raw_pairs("test") == tiny_pairs["test"]
+    assert len(dm.datasets["train"]) == 119  # the half-empty pair is dropped
+    batch = next(iter(dm.train_dataloader()))
+    assert batch["src_ids"].shape[0] == batch["labels"].shape[0] > 0
+
+
+def test_wmt16_parquet_files_and_reverse_direction(tmp_path, tiny_pairs, cache_dir):
+    rows = [{"translation": {"de": de, "en": en}} for en, de in tiny_pairs["val"]]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "validation.parquet")
+    dm = TranslationDataModule(
+        source="wmt16_files",
+        data_files={"validation": str(tmp_path / "validation.parquet")},
+        src_lang="de",
+        tgt_lang="en",
+        cache_dir=str(cache_dir),
+    )
+    assert dm.raw_pairs("val") == [(de, en) for en, de in tiny_pairs["val"]]
+
+
+def test_language_not_in_wmt16_files(wmt16_jsonl, cache_dir):
+    dm = TranslationDataModule(
+        source="wmt16_files", data_files=wmt16_jsonl, tgt_lang="ro", cache_dir=str(cache_dir)
+    )
+    with pytest.raises(DataError, match="language 'ro' is not in the data") as error:
+        dm.raw_pairs("val")
+    assert "['de', 'en']" in str(error.value)
+
+
+def test_wmt16_files_missing_file_and_missing_split(tmp_path, wmt16_jsonl, cache_dir):
+    missing = str(tmp_path / "absent.jsonl")
+    dm = TranslationDataModule(
+        source="wmt16_files",
+        data_files={**wmt16_jsonl, "test": missing},
+        cache_dir=str(cache_dir),
+    )
+    with pytest.raises(DataError, match="does not exist") as error:
+        dm.raw_pairs("test")
+    assert missing in str(error.value)
+    dm = TranslationDataModule(
+        source="wmt16_files", data_files={"train": wmt16_jsonl["train"]}, cache_dir=str(cache_dir)
+    )
+    with pytest.raises(DataError, match="no entry for split 'validation'"):
+        dm.raw_pairs("val")
+
+
+def test_rows_without_translation_column(tmp_path, cache_dir):
+    path = tmp_path / "train.jsonl"
+    path.write_text(json.dumps({"en": "Hello.", "de": "Hallo."}) + "\n")
+    dm = TranslationDataModule(
+        source="wmt16_files", data_files={"train": str(path)}, cache_dir=str(cache_dir)
+    )
+    with pytest.raises(DataError, match="needs a 'translation' column"):
+        dm.raw_pairs("train")
+
+
+def test_hub_without_network_or_cache_says_how_to_use_local_data(tmp_path, monkeypatch, cache_dir):
+    import datasets
+    import huggingface_hub
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "empty_datasets")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty_hub"))
+    dm = TranslationDataModule(source="hub", cache_dir=str(cache_dir))
+    with pytest.raises(DataError, match="no cached copy") as error:
+        dm.prepare_data()
+    message = str(error.value)
+    assert "wmt/wmt16" in message and "de-en" in message
+    assert "data=multi30k data.data_dir=" in message and "data=wmt16_local" in message
+    assert isinstance(error.value.__cause__, ConnectionError)
+
+
+@pytest.mark.parametrize(
+    ("options", "fragment"),
+    [
+        ({"source": "ftp"}, "unknown source"),
+        ({"source": "local"}, "needs data_dir"),
+        ({"source": "wmt16_files"}, "needs data_files"),
+        ({"tokenizer": "pretrained"}, "needs tokenizer_name"),
+        ({"max_tokens": None, "batch_size": None}, "set max_tokens"),
+        ({"max_tokens": 100, "max_len": 256}, "at least max_len"),
+        ({"splits": {"dev": "val"}}, "unknown logical split"),
+    ],
+)
+def test_bad_options_fail_at_construction(options, fragment):
+    with pytest.raises(DataError, match=fragment):
+        TranslationDataModule(**options)
