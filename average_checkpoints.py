@@ -1,0 +1,19 @@
+"""Average the weights of several checkpoints into one (the paper averaged the last 5 or 20).
+
+python average_checkpoints.py inputs='[a.ckpt,b.ckpt]' output=avg.ckpt
+python average_checkpoints.py dir=path/to/checkpoints last_n=5 output=avg.ckpt
+"""
+
+import hydra
+from omegaconf import DictConfig
+
+from transformer_nmt.evaluation.cli import average_command, exit_on_user_error
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="average")
+def main(cfg: DictConfig) -> None:
+    exit_on_user_error(average_command, cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,18 @@
+"""Translate a split with a checkpoint and score it with sacreBLEU and chrF.
+
+python evaluate.py ckpt_path=path/to.ckpt data=multi30k split=test beam_size=4
+"""
+
+import hydra
+from omegaconf import DictConfig
+
+from transformer_nmt.evaluation.cli import evaluate_command, exit_on_user_error
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="evaluate")
+def main(cfg: DictConfig) -> None:
+    exit_on_user_error(evaluate_command, cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,23 @@
+"""Decoding: KV-cached greedy and beam search, and a naive re-running reference.
+
+``greedy_search(model, src_ids, bos_id, eos_id)`` → token ids per sentence;
+``beam_search(model, src_ids, bos_id, eos_id, beam_size=4, length_penalty=0.6)`` → hypotheses
+per sentence, best first; ``translate_token_ids`` batches lists of ids of any lengths.
+"""
+
+from .batching import translate_token_ids
+from .beam import beam_search
+from .greedy import greedy_hypotheses, greedy_search, rerun_greedy_search
+from .hypothesis import Hypothesis
+from .lengths import gnmt_length_penalty, max_output_lengths
+
+__all__ = [
+    "Hypothesis",
+    "beam_search",
+    "gnmt_length_penalty",
+    "greedy_hypotheses",
+    "greedy_search",
+    "max_output_lengths",
+    "rerun_greedy_search",
+    "translate_token_ids",
+]

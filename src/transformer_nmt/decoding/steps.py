@@ -1,0 +1,126 @@
+"""Next-token log-probabilities for a batch of partial outputs, with or without a KV cache.
+
+Both classes answer the same two calls, so a search runs unchanged on either:
+``log_probs(last_tokens)`` feeds one more token per row and returns [N, V] log-probabilities of
+the token after it; ``select(rows, same_sources)`` keeps rows ``rows`` (in that order) of the
+decoding state — beam search's parents, or the sentences still running.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+import torch
+from torch import Tensor
+
+from transformer_nmt.model import Transformer
+
+
+@contextmanager
+def decoding_mode(model: Transformer) -> Iterator[None]:
+    """Eval mode (no dropout) and no autograd for the block; the model's mode is restored after."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            yield
+    finally:
+        model.train(was_training)
+
+
+def banned_token_ids(pad_id: int, bos_id: int, eos_id: int) -> set[int]:
+    """Tokens a search never outputs: padding and the decoder start symbol (unless it is EOS)."""
+    return {pad_id, bos_id} - {eos_id}
+
+
+def start_steps(
+    model: Transformer, src_ids: Tensor, bos_id: int, eos_id: int, use_cache: bool
+) -> CachedSteps | RerunSteps:
+    """Encode src_ids [N, S] once and return the step function over its rows."""
+    memory = model.encode(src_ids)
+    banned = banned_token_ids(model.config.pad_id, bos_id, eos_id)
+    steps = CachedSteps if use_cache else RerunSteps
+    return steps(model, memory, src_ids, banned)
+
+
+class _Steps:
+    def __init__(
+        self, model: Transformer, memory: Tensor, src_ids: Tensor, banned_ids: Iterable[int]
+    ) -> None:
+        self.model = model
+        self.memory = memory
+        self.src_ids = src_ids
+        self.banned_ids = torch.tensor(sorted(set(banned_ids)), device=src_ids.device)
+
+    def _log_probs(self, logits: Tensor) -> Tensor:
+        """Log-softmax in float32 over the full vocabulary; banned tokens get -inf afterwards,
+        so the remaining log-probabilities stay the model's own (not renormalised).
+        """
+        log_probs = logits.float().log_softmax(dim=-1)
+        if self.banned_ids.numel():
+            log_probs.index_fill_(1, self.banned_ids, -math.inf)
+        return log_probs
+
+    def _select_sources(self, rows: Tensor) -> None:
+        self.memory = self.memory.index_select(0, rows)
+        self.src_ids = self.src_ids.index_select(0, rows)
+
+
+class CachedSteps(_Steps):
+    """Incremental decoding: each call runs the decoder on the new token only.
+
+    Self-attention keys/values grow in a :class:`~transformer_nmt.model.KVCache`; the
+    cross-attention keys/values are projected from the memory once, on the first call.
+    """
+
+    def __init__(
+        self, model: Transformer, memory: Tensor, src_ids: Tensor, banned_ids: Iterable[int]
+    ) -> None:
+        super().__init__(model, memory, src_ids, banned_ids)
+        self.cache = model.new_cache()
+
+    def log_probs(self, last_tokens: Tensor) -> Tensor:
+        logits = self.model.decode(last_tokens[:, None], self.memory, self.src_ids, self.cache)
+        return self._log_probs(logits[:, -1])
+
+    def select(self, rows: Tensor, same_sources: bool) -> None:
+        """Keep ``rows``. ``same_sources=True`` promises that every kept row comes from a row
+        of the same source sentence (beam search reordering its own beams): then only the
+        self-attention keys/values move, while memory and cross-attention stay where they are.
+        """
+        if same_sources:
+            cache = self.cache.self_attention
+            for layer, entry in enumerate(cache):
+                if entry is not None:
+                    cache[layer] = (entry[0].index_select(0, rows), entry[1].index_select(0, rows))
+        else:
+            self.cache.reorder(rows)
+            self._select_sources(rows)
+
+
+class RerunSteps(_Steps):
+    """Naive decoding: each call re-runs the whole decoder on the full prefix (quadratic work).
+
+    The reference that :class:`CachedSteps` must agree with, and a baseline for benchmarks.
+    """
+
+    def __init__(
+        self, model: Transformer, memory: Tensor, src_ids: Tensor, banned_ids: Iterable[int]
+    ) -> None:
+        super().__init__(model, memory, src_ids, banned_ids)
+        self.prefix: Tensor | None = None
+
+    def log_probs(self, last_tokens: Tensor) -> Tensor:
+        new = last_tokens[:, None]
+        self.prefix = new if self.prefix is None else torch.cat([self.prefix, new], dim=1)
+        logits = self.model.decode(self.prefix, self.memory, self.src_ids)
+        return self._log_probs(logits[:, -1])
+
+    def select(self, rows: Tensor, same_sources: bool) -> None:
+        """Keep ``rows``; see :meth:`CachedSteps.select`."""
+        if self.prefix is not None:
+            self.prefix = self.prefix.index_select(0, rows)
+        if not same_sources:
+            self._select_sources(rows)

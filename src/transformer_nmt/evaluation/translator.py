@@ -1,0 +1,101 @@
+"""Text in, text out: tokenise with the checkpoint's tokenizer, decode in batches, detokenise."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from transformer_nmt.data.encoding import encode_texts
+from transformer_nmt.decoding import translate_token_ids
+from transformer_nmt.model import Transformer
+
+from .checkpoint import LoadedCheckpoint
+
+log = logging.getLogger(__name__)
+
+
+class Translator:
+    """Translates lines of text with a model and the tokenizer it was trained with.
+
+    Sources are encoded like the training sources (token ids + EOS); a line longer than the
+    model's ``max_len`` is truncated, with a warning. An empty (or blank) line translates to an
+    empty line without running the model. Lines are decoded longest first in batches of
+    ``batch_size`` and returned in input order; beam_size=1 runs greedy search.
+    """
+
+    def __init__(
+        self,
+        model: Transformer,
+        tokenizer,
+        bos_id: int,
+        eos_id: int,
+        beam_size: int = 4,
+        length_penalty: float = 0.6,
+        max_len_a: float = 1.0,
+        max_len_b: int = 50,
+        batch_size: int = 64,
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.bos_id, self.eos_id = bos_id, eos_id
+        self.search_options = dict(
+            beam_size=beam_size,
+            length_penalty=length_penalty,
+            max_len_a=max_len_a,
+            max_len_b=max_len_b,
+            batch_size=batch_size,
+        )
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint: LoadedCheckpoint, **search_options) -> Translator:
+        """A translator for a :func:`~transformer_nmt.evaluation.load_checkpoint` result."""
+        return cls(
+            checkpoint.model,
+            checkpoint.tokenizer,
+            checkpoint.bos_id,
+            checkpoint.eos_id,
+            **search_options,
+        )
+
+    def encode(
+        self, lines: Sequence[str], line_numbers: Sequence[int] | None = None
+    ) -> list[list[int]]:
+        """Source ids + EOS per line, truncated to the model's max_len with a warning that
+        names the line (``line_numbers``, default 1, 2, …).
+        """
+        line_numbers = line_numbers or range(1, len(lines) + 1)
+        body_limit = self.model.config.max_len - 1
+        encoded = []
+        ids_per_line = encode_texts(self.tokenizer, list(lines))
+        for line_number, ids in zip(line_numbers, ids_per_line, strict=True):
+            if len(ids) > body_limit:
+                log.warning(
+                    "line %d has %d tokens; translating only its first %d (the model's "
+                    "max_len=%d includes the EOS)",
+                    line_number,
+                    len(ids),
+                    body_limit,
+                    self.model.config.max_len,
+                )
+                ids = ids[:body_limit]
+            encoded.append([*ids, self.eos_id])
+        return encoded
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Detokenised text of output ids, on one line."""
+        text = self.tokenizer.decode(list(ids), skip_special_tokens=True)
+        return " ".join(text.splitlines()).strip()
+
+    def translate(self, lines: Sequence[str], first_line_number: int = 1) -> list[str]:
+        """One translation per line, in order (``first_line_number`` only labels warnings)."""
+        texts = [line.strip() for line in lines]
+        nonempty = [i for i, text in enumerate(texts) if text]
+        line_numbers = [first_line_number + i for i in nonempty]
+        sources = self.encode([texts[i] for i in nonempty], line_numbers)
+        outputs = translate_token_ids(
+            self.model, sources, self.bos_id, self.eos_id, **self.search_options
+        )
+        translations = [""] * len(texts)
+        for i, ids in zip(nonempty, outputs, strict=True):
+            translations[i] = self.decode(ids)
+        return translations

@@ -1,0 +1,134 @@
+import pytest
+import torch
+
+from transformer_nmt.evaluation import (
+    CheckpointError,
+    average_checkpoints,
+    last_checkpoints,
+    load_checkpoint,
+    read_checkpoint,
+)
+
+from .tiny_checkpoint import checkpoint_dict, tiny_model, write_checkpoint
+
+
+def test_load_checkpoint_restores_model_tokenizer_and_metadata(workspace):
+    loaded = load_checkpoint(workspace.ckpt_path)
+    src = torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0]])
+    tgt = torch.tensor([[1, 9, 10], [1, 11, 0]])
+    with torch.no_grad():
+        torch.testing.assert_close(loaded.model(src, tgt), workspace.model(src, tgt))
+    assert not loaded.model.training
+    assert len(loaded.tokenizer) == loaded.model.config.tgt_vocab_size
+    assert (loaded.src_lang, loaded.tgt_lang) == ("en", "de")
+    assert (loaded.pad_id, loaded.bos_id, loaded.eos_id) == (0, 1, 2)
+
+
+def test_missing_checkpoint_names_the_path(tmp_path):
+    missing = tmp_path / "nowhere.ckpt"
+    with pytest.raises(CheckpointError, match=f"checkpoint {missing} does not exist"):
+        load_checkpoint(missing)
+
+
+def test_a_file_that_is_not_a_torch_checkpoint_is_refused(tmp_path):
+    text = tmp_path / "notes.ckpt"
+    text.write_text("not a checkpoint\n")
+    with pytest.raises(CheckpointError, match=f"{text} is not a PyTorch checkpoint"):
+        read_checkpoint(text)
+
+
+def test_a_plain_state_dict_is_refused(tmp_path, workspace):
+    path = tmp_path / "weights.pt"
+    torch.save(workspace.model.state_dict(), path)
+    with pytest.raises(CheckpointError, match="not a transformer-nmt checkpoint.*plain state_dict"):
+        read_checkpoint(path)
+
+
+def test_another_projects_lightning_checkpoint_is_refused_naming_what_is_missing(tmp_path):
+    path = tmp_path / "other.ckpt"
+    other = {"state_dict": {"net.weight": torch.zeros(2)}, "hyper_parameters": {"lr": 0.1}}
+    torch.save(other, path)
+    with pytest.raises(CheckpointError, match=r"lack \['model_config', 'tokenizer_dir'"):
+        read_checkpoint(path)
+
+
+def test_a_tokenizer_that_does_not_match_the_model_is_refused(tmp_path, workspace):
+    bigger = tiny_model(len(workspace.tokenizer) + 8, pad_id=0)
+    path = write_checkpoint(tmp_path / "bigger.ckpt", bigger, workspace.tokenizer_dir)
+    with pytest.raises(CheckpointError, match="has 120 tokens but the model's target vocab"):
+        load_checkpoint(path)
+    other_pad = write_checkpoint(
+        tmp_path / "pad.ckpt", workspace.model, workspace.tokenizer_dir, pad_id=3
+    )
+    with pytest.raises(
+        CheckpointError, match=r"pad/bos/eos ids are \(0, 1, 2\) but .* \(3, 1, 2\)"
+    ):
+        load_checkpoint(other_pad)
+
+
+def test_a_moved_tokenizer_can_be_pointed_to(tmp_path, workspace):
+    path = write_checkpoint(
+        tmp_path / "moved.ckpt", workspace.model, workspace.tokenizer_dir,
+        tokenizer_dir=str(tmp_path / "gone"),
+    )  # fmt: skip
+    with pytest.raises(CheckpointError, match="pass tokenizer_dir="):
+        load_checkpoint(path)
+    loaded = load_checkpoint(path, tokenizer_dir=str(workspace.tokenizer_dir))
+    assert len(loaded.tokenizer) == len(workspace.tokenizer)
+
+
+def test_weights_of_a_compiled_model_load(tmp_path, workspace):
+    checkpoint = checkpoint_dict(workspace.model, workspace.tokenizer_dir)
+    checkpoint["state_dict"] = {
+        key.replace("model.", "model._orig_mod.", 1): value
+        for key, value in checkpoint["state_dict"].items()
+    }
+    torch.save(checkpoint, tmp_path / "compiled.ckpt")
+    loaded = load_checkpoint(tmp_path / "compiled.ckpt")
+    for key, value in workspace.model.state_dict().items():
+        torch.testing.assert_close(loaded.model.state_dict()[key], value)
+
+
+def test_average_checkpoints_means_the_weights_and_drops_training_state(tmp_path, workspace):
+    models = [tiny_model(len(workspace.tokenizer), 0, seed=seed) for seed in range(3)]
+    paths = [
+        write_checkpoint(tmp_path / f"epoch={i}.ckpt", model, workspace.tokenizer_dir)
+        for i, model in enumerate(models)
+    ]
+    out = average_checkpoints(paths, tmp_path / "averaged.ckpt")
+    averaged = torch.load(out, map_location="cpu", weights_only=False)
+    for key in models[0].state_dict():
+        expected = sum(model.state_dict()[key] for model in models) / 3
+        torch.testing.assert_close(averaged["state_dict"][f"model.{key}"], expected)
+    assert "optimizer_states" not in averaged and "lr_schedulers" not in averaged
+    assert averaged["hyper_parameters"] == read_checkpoint(paths[0])["hyper_parameters"]
+    assert averaged["averaged_from"] == [str(p) for p in paths]
+    state = averaged["state_dict"]  # tied weights stay one tensor
+    shared = state["model.generator.weight"].untyped_storage().data_ptr()
+    assert state["model.encoder.embedding.embedding.weight"].untyped_storage().data_ptr() == shared
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [p.name for p in paths] + ["averaged.ckpt"]
+    )  # no temporary files left behind
+    assert load_checkpoint(out).model.config == models[0].config
+
+
+def test_averaging_checkpoints_of_different_models_is_refused(tmp_path, workspace):
+    first = write_checkpoint(tmp_path / "a.ckpt", workspace.model, workspace.tokenizer_dir)
+    wider = checkpoint_dict(workspace.model, workspace.tokenizer_dir)
+    wider["hyper_parameters"]["model_config"] = {
+        **wider["hyper_parameters"]["model_config"], "d_ff": 128,
+    }  # fmt: skip
+    torch.save(wider, tmp_path / "b.ckpt")
+    with pytest.raises(CheckpointError, match=r"model_config differ in \['d_ff'\]"):
+        average_checkpoints([first, tmp_path / "b.ckpt"], tmp_path / "avg.ckpt")
+    assert not (tmp_path / "avg.ckpt").exists()
+
+
+def test_last_checkpoints_orders_by_step_and_skips_last(tmp_path):
+    for name in ["epoch=0-step=900.ckpt", "epoch=1-step=1800.ckpt", "epoch=2-step=2700.ckpt",
+                 "epoch=10-step=9900.ckpt", "last.ckpt", "notes.txt"]:  # fmt: skip
+        (tmp_path / name).write_bytes(b"")
+    names = [p.name for p in last_checkpoints(tmp_path, 3)]
+    assert names == ["epoch=1-step=1800.ckpt", "epoch=2-step=2700.ckpt", "epoch=10-step=9900.ckpt"]
+    with pytest.raises(CheckpointError, match="asked for the last 5 checkpoints but .* holds 4"):
+        last_checkpoints(tmp_path, 5)

@@ -1,0 +1,18 @@
+"""Translate stdin to stdout, one line per line, with a checkpoint (a prompt on a terminal).
+
+python translate.py ckpt_path=path/to.ckpt < input.en > output.de
+"""
+
+import hydra
+from omegaconf import DictConfig
+
+from transformer_nmt.evaluation.cli import exit_on_user_error, translate_command
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="translate")
+def main(cfg: DictConfig) -> None:
+    exit_on_user_error(translate_command, cfg)
+
+
+if __name__ == "__main__":
+    main()
