@@ -1,0 +1,100 @@
+"""The LightningModule: teacher-forced label-smoothed training of the Transformer, nothing more."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from torchmetrics import MeanMetric
+
+from transformer_nmt.model import Transformer, TransformerConfig
+from transformer_nmt.training.loss import TokenLosses, check_finite_loss, label_smoothed_loss
+from transformer_nmt.training.schedules import StepSchedule, build_scheduler
+
+
+class TranslationModule(pl.LightningModule):
+    """Wires :class:`Transformer` to the Lightning loop.
+
+    Batches are the data module's dicts (``src_ids``, ``tgt_in_ids``, ``labels``). The init
+    arguments are saved as hyper-parameters, so a checkpoint alone rebuilds the model
+    (``model_config``) and names its tokenizer (``tokenizer_dir``) and special ids: a plain
+    ``torch.load`` reader finds them in ``ckpt["hyper_parameters"]`` and the model's weights under
+    ``model.`` in ``ckpt["state_dict"]``. ``compile=True`` compiles the forward only, so the
+    weights keep their names.
+    """
+
+    def __init__(
+        self,
+        model_config: dict,
+        tokenizer_dir: str,
+        src_lang: str,
+        tgt_lang: str,
+        bos_id: int,
+        eos_id: int,
+        pad_id: int,
+        label_smoothing: float = 0.1,
+        optimizer: dict | None = None,
+        scheduler: dict | None = None,
+        compile: bool = False,
+        run_config: dict | None = None,
+    ) -> None:
+        super().__init__()
+        if model_config.get("pad_id") != pad_id:
+            raise ValueError(
+                f"model_config pad_id {model_config.get('pad_id')} != pad_id {pad_id}; take "
+                f"both from the same tokenizer (train() fills them from the data module)"
+            )
+        self.save_hyperparameters(logger=False)
+        self.model = Transformer(TransformerConfig(**model_config))
+        self.schedule = StepSchedule(d_model=self.model.config.d_model, **(scheduler or {}))
+        # A compiled *function*, not a registered module: parameter names stay ``model.*``.
+        self._forward = torch.compile(self.model.forward) if compile else self.model.forward
+        self.val_loss = MeanMetric()
+        self.val_nll = MeanMetric()
+
+    def _losses(self, batch: dict) -> TokenLosses:
+        logits = self._forward(batch["src_ids"], batch["tgt_in_ids"])
+        return label_smoothed_loss(
+            logits, batch["labels"], self.hparams.pad_id, self.hparams.label_smoothing
+        )
+
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        out = self._losses(batch)
+        finite = bool(torch.isfinite(out.loss))
+        any_failed = not self.trainer.strategy.reduce_boolean_decision(finite, all=True)
+        check_finite_loss(out.loss, self.global_step, any_failed)
+        self.log("train/loss", out.loss, prog_bar=True, batch_size=out.n_tokens)
+        self.log("lr", self.lr_schedulers().get_last_lr()[0], prog_bar=True, batch_size=1)
+        return out.loss
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        out = self._losses(batch)
+        self.val_loss.update(out.loss, weight=out.n_tokens)
+        self.val_nll.update(out.nll, weight=out.n_tokens)
+
+    def on_validation_epoch_end(self) -> None:
+        # token-weighted means over the whole split, all ranks included (torchmetrics syncs)
+        loss, nll = self.val_loss.compute(), self.val_nll.compute()
+        self.val_loss.reset()
+        self.val_nll.reset()
+        # already equal on every rank; sync_dist only silences Lightning's DDP warning
+        self.log("val/loss", loss, prog_bar=True, sync_dist=True)
+        self.log("val/nll", nll, sync_dist=True)
+        self.log("val/ppl", math.exp(min(nll.item(), 700.0)), sync_dist=True)
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        options = dict(self.hparams.optimizer or {})
+        optimizer = torch.optim.Adam(
+            self.model.parameters(),
+            lr=1.0,  # the schedule is the learning rate, see schedules.py
+            betas=tuple(options.get("betas", (0.9, 0.98))),
+            eps=options.get("eps", 1e-9),
+            weight_decay=options.get("weight_decay", 0.0),
+        )
+        scheduler = build_scheduler(optimizer, self.schedule)
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1},
+        }

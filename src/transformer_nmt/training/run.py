@@ -1,0 +1,149 @@
+"""``train(cfg)``: build data, model, loggers and trainer from the composed config, then fit."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, fields
+from typing import Any
+
+import lightning.pytorch as pl
+from hydra.utils import instantiate
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint, ProgressBar
+from omegaconf import DictConfig, OmegaConf
+
+from transformer_nmt.model import TransformerConfig
+from transformer_nmt.training.checkpointing import AtomicCheckpointIO
+from transformer_nmt.training.ddp import adopt_hydra_launcher, distributed_job, wait_for_children
+from transformer_nmt.training.loggers import build_loggers, finish_loggers
+from transformer_nmt.training.module import TranslationModule
+from transformer_nmt.training.summary import run_summary, write_summary
+
+log = logging.getLogger(__name__)
+
+# Keys of the ``model`` group that are not TransformerConfig fields.
+_MODEL_OPTIONS = ("compile", "n_layers")
+
+
+def train(cfg: DictConfig) -> float | None:
+    """Fit the model ``cfg`` describes; returns the best ``val/loss`` (for Hydra sweepers)."""
+    with distributed_job():
+        return _fit(cfg)
+
+
+def _fit(cfg: DictConfig) -> float | None:
+    pl.seed_everything(cfg.seed, workers=True)
+    datamodule = instantiate(cfg.data)
+    model_config = resolve_model_config(
+        cfg.model, datamodule.vocab_size, datamodule.pad_id, datamodule.max_len
+    )
+    run_config = OmegaConf.to_container(cfg, resolve=True)
+    module = TranslationModule(
+        model_config=model_config,
+        tokenizer_dir=datamodule.tokenizer_dir,
+        src_lang=datamodule.src_lang,
+        tgt_lang=datamodule.tgt_lang,
+        bos_id=datamodule.bos_id,
+        eos_id=datamodule.eos_id,
+        pad_id=datamodule.pad_id,
+        label_smoothing=cfg.label_smoothing,
+        optimizer=OmegaConf.to_container(cfg.optimizer, resolve=True),
+        scheduler=OmegaConf.to_container(cfg.scheduler, resolve=True),
+        compile=bool(cfg.model.get("compile", False)),
+        run_config=run_config,
+    )
+    options = trainer_options(cfg.trainer)
+    loggers = build_loggers(cfg.get("logger"))
+    trainer = pl.Trainer(
+        **options,
+        logger=loggers,
+        callbacks=build_callbacks(cfg.get("callbacks"), options.get("enable_progress_bar", True)),
+        plugins=[AtomicCheckpointIO()],
+        use_distributed_sampler=False,  # the data module shards its own token-bucketed batches
+        default_root_dir=cfg.output_dir,
+    )
+    adopt_hydra_launcher(trainer)
+    status, error = "failed", None
+    try:
+        for logger in loggers:
+            logger.log_hyperparams(run_config)
+        trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+        wait_for_children(trainer)
+        status = "interrupted" if trainer.interrupted else "finished"
+    except BaseException as exception:
+        error = f"{type(exception).__name__}: {exception}"
+        raise
+    finally:
+        finish_loggers(loggers, status == "finished")
+        if trainer.is_global_zero:
+            write_summary(cfg.output_dir, run_summary(trainer, module, status, error))
+    log.info(
+        "rank %d of %d finished at step %d; checkpoints in %s/checkpoints",
+        trainer.global_rank,
+        trainer.world_size,
+        trainer.global_step,
+        cfg.output_dir,
+    )
+    best = [c.best_model_score for c in trainer.callbacks if isinstance(c, ModelCheckpoint)]
+    return float(best[0]) if best and best[0] is not None else None
+
+
+def resolve_model_config(model_cfg: Any, vocab_size: int, pad_id: int, data_max_len: int) -> dict:
+    """All ``TransformerConfig`` fields as a plain dict, vocabulary and pad id taken from the data.
+
+    ``model.src_vocab_size`` / ``tgt_vocab_size`` / ``pad_id`` are left null in the config and
+    filled here; ``share_all_embeddings: null`` becomes True, as the tokenizer is joint.
+    """
+    options = (
+        OmegaConf.to_container(model_cfg, resolve=True)
+        if OmegaConf.is_config(model_cfg)
+        else dict(model_cfg)
+    )
+    for key in _MODEL_OPTIONS:
+        options.pop(key, None)
+    known = {f.name for f in fields(TransformerConfig)}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ValueError(
+            f"unknown model option(s) {unknown}; valid keys are "
+            f"{sorted(known | set(_MODEL_OPTIONS))}"
+        )
+    for key, value in (
+        ("src_vocab_size", vocab_size),
+        ("tgt_vocab_size", vocab_size),
+        ("pad_id", pad_id),
+    ):
+        if options.get(key) is None:
+            options[key] = value
+        elif options[key] != value:
+            raise ValueError(
+                f"model.{key}={options[key]} but the data's tokenizer has {value}; leave "
+                f"model.{key} null to take it from the data"
+            )
+    if options.get("share_all_embeddings") is None:
+        options["share_all_embeddings"] = True
+    max_len = options.get("max_len", TransformerConfig.max_len)
+    if max_len < data_max_len:
+        raise ValueError(
+            f"model.max_len={max_len} is shorter than data.max_len={data_max_len}: the decoder "
+            f"needs a position for every target token; raise model.max_len or lower data.max_len"
+        )
+    return asdict(TransformerConfig(**options))
+
+
+def trainer_options(trainer_cfg: Any) -> dict:
+    """``Trainer`` keyword arguments from the ``trainer`` group."""
+    options = OmegaConf.to_container(trainer_cfg, resolve=True)
+    if "use_distributed_sampler" in options:
+        raise ValueError(
+            "remove trainer.use_distributed_sampler: it is always False, because the data "
+            "module shards its token-bucketed batches across ranks itself"
+        )
+    return options
+
+
+def build_callbacks(callbacks_cfg: Any, enable_progress_bar: bool = True) -> list[Callback]:
+    """Instantiate every non-null entry of ``callbacks`` (progress bars only if enabled)."""
+    callbacks = [instantiate(spec) for spec in (callbacks_cfg or {}).values() if spec is not None]
+    if not enable_progress_bar:
+        callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
+    return callbacks

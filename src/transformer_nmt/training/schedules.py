@@ -1,0 +1,78 @@
+"""Learning-rate schedules, as the absolute learning rate at optimizer step 1, 2, 3, …
+
+The optimizer is built with base lr 1.0 and a ``LambdaLR`` whose multiplier is the schedule, so
+the schedule below *is* the learning rate. ``LambdaLR`` calls its multiplier with the number of
+steps already taken (0 before the first step); :class:`StepSchedule` adds the 1, so step ``warmup``
+of the paper is the ``warmup``-th optimizer step.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from torch.optim import Optimizer
+from torch.optim.lr_scheduler import LambdaLR
+
+SCHEDULES = ("noam", "inverse_sqrt", "linear_warmup")
+
+
+def noam(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
+    """factor · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5) (paper eq. 3); peak at warmup."""
+    return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+def inverse_sqrt(step: int, warmup: int, peak_lr: float) -> float:
+    """Linear warmup to ``peak_lr`` at ``warmup``, then peak_lr · sqrt(warmup / step) (fairseq)."""
+    return peak_lr * min(step / warmup, math.sqrt(warmup / step))
+
+
+def linear_warmup(step: int, warmup: int, peak_lr: float) -> float:
+    """Linear warmup to ``peak_lr`` at ``warmup``, then constant."""
+    return peak_lr * min(1.0, step / warmup)
+
+
+@dataclass(frozen=True)
+class StepSchedule:
+    """A picklable ``LambdaLR`` multiplier: the lr of optimizer step ``steps_taken + 1``."""
+
+    name: str
+    warmup: int
+    d_model: int
+    factor: float = 1.0
+    peak_lr: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.name not in SCHEDULES:
+            raise ValueError(
+                f"unknown scheduler {self.name!r}; choose scheduler=<one of {', '.join(SCHEDULES)}>"
+            )
+        if not isinstance(self.warmup, int) or self.warmup < 1:
+            raise ValueError(f"scheduler.warmup must be a positive integer, got {self.warmup!r}")
+        if self.name == "noam" and not self.factor > 0:
+            raise ValueError(f"scheduler.factor must be positive, got {self.factor!r}")
+        if self.name != "noam" and (self.peak_lr is None or not self.peak_lr > 0):
+            raise ValueError(
+                f"scheduler={self.name} needs a positive scheduler.peak_lr, got {self.peak_lr!r}"
+            )
+
+    def lr(self, step: int) -> float:
+        """The learning rate of optimizer step ``step`` (counted from 1)."""
+        if self.name == "noam":
+            return noam(step, self.d_model, self.warmup, self.factor)
+        if self.name == "inverse_sqrt":
+            return inverse_sqrt(step, self.warmup, self.peak_lr)
+        return linear_warmup(step, self.warmup, self.peak_lr)
+
+    def __call__(self, steps_taken: int) -> float:
+        return self.lr(steps_taken + 1)
+
+
+def build_scheduler(optimizer: Optimizer, schedule: StepSchedule) -> LambdaLR:
+    """A LambdaLR stepping ``schedule``; the optimizer must have been built with lr=1.0."""
+    base_lrs = {group["lr"] for group in optimizer.param_groups}
+    if base_lrs != {1.0}:
+        raise ValueError(
+            f"build the optimizer with lr=1.0 (the schedule is the lr), got {base_lrs}"
+        )
+    return LambdaLR(optimizer, schedule)

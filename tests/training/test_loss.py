@@ -1,0 +1,56 @@
+"""Label-smoothed cross-entropy and the non-finite-loss stop."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from transformer_nmt.training.loss import (
+    NonFiniteLossError,
+    check_finite_loss,
+    label_smoothed_loss,
+)
+
+PAD = 0
+
+
+@pytest.fixture
+def batch():
+    logits = torch.randn(3, 5, 11, dtype=torch.float64)
+    labels = torch.randint(1, 11, (3, 5))
+    labels[0, 3:] = PAD
+    labels[2, 1:] = PAD
+    return logits, labels
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.1, 0.3])
+def test_matches_torch_cross_entropy_with_label_smoothing(batch, epsilon):
+    logits, labels = batch
+    out = label_smoothed_loss(logits, labels, PAD, epsilon)
+    flat_logits, flat_labels = logits.reshape(-1, 11).float(), labels.reshape(-1)
+    expected = F.cross_entropy(flat_logits, flat_labels, ignore_index=PAD, label_smoothing=epsilon)
+    assert out.loss.item() == pytest.approx(expected.item(), rel=1e-5)
+    nll = F.cross_entropy(flat_logits, flat_labels, ignore_index=PAD)
+    assert out.nll.item() == pytest.approx(nll.item(), rel=1e-5)
+    assert out.n_tokens == int((labels != PAD).sum()) == 9
+
+
+def test_padding_positions_do_not_change_the_loss(batch):
+    logits, labels = batch
+    changed = logits.clone()
+    changed[labels == PAD] = 1e4  # garbage where the label is padding
+    a = label_smoothed_loss(logits, labels, PAD, 0.1)
+    b = label_smoothed_loss(changed, labels, PAD, 0.1)
+    assert a.loss.item() == pytest.approx(b.loss.item())
+
+
+def test_bad_label_smoothing_is_rejected(batch):
+    with pytest.raises(ValueError, match=r"label_smoothing must be in \[0, 1\)"):
+        label_smoothed_loss(*batch, PAD, 1.0)
+
+
+def test_non_finite_loss_raises_with_the_step_and_the_fix():
+    check_finite_loss(torch.tensor(2.5), step=3)
+    with pytest.raises(NonFiniteLossError, match="not finite at step 7.*ckpt_path="):
+        check_finite_loss(torch.tensor(float("nan")), step=7)
+    with pytest.raises(NonFiniteLossError, match="this rank: 2.5"):
+        check_finite_loss(torch.tensor(2.5), step=7, any_rank_failed=True)

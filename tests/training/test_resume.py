@@ -1,0 +1,68 @@
+"""Kill a run with SIGKILL mid-epoch, resume from last.ckpt, and continue the same loss curve.
+
+Design: the killed run has a huge ``max_steps`` and writes last.ckpt every 5 steps; the test
+SIGKILLs it as soon as a checkpoint exists, reads the step k it holds (mid-epoch: the tiny
+corpus has ~40 batches per epoch), then trains an uninterrupted reference run to k + 6 steps
+and resumes the killed run to k + 6 steps. Data order (the data module's resumable loader),
+optimizer and scheduler state, and dropout (StepSeed) are restored, so the resumed losses and
+learning rates equal the reference's at the same steps, and so do the final weights.
+"""
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from .conftest import REPO_ROOT, run_train
+
+
+def train_losses(run_dir) -> dict[int, tuple[float, float]]:
+    with open(run_dir / "csv" / "metrics.csv") as handle:
+        rows = csv.DictReader(handle)
+        return {int(r["step"]): (float(r["train/loss"]), float(r["lr"])) for r in rows if r["lr"]}
+
+
+def test_sigkill_mid_epoch_then_resume_continues_the_loss_curve(tiny_overrides, tmp_path):
+    base = [*tiny_overrides, "callbacks.samples=null", "trainer.val_check_interval=7"]
+    killed = tmp_path / "killed"
+    command = [sys.executable, str(REPO_ROOT / "train.py"), *base, "trainer.max_steps=100000"]
+    command += ["callbacks.last_checkpoint.every_n_train_steps=5", f"hydra.run.dir={killed}"]
+    env = {**os.environ, "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen(
+        command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    last = killed / "checkpoints" / "last.ckpt"
+    try:
+        deadline = time.monotonic() + 180
+        while not last.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert last.exists(), "the run wrote no checkpoint"
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    assert process.returncode == -signal.SIGKILL
+
+    checkpoint = torch.load(last, weights_only=False)
+    k = checkpoint["global_step"]
+    loader = checkpoint["loops"]["fit_loop"]["state_dict"]["combined_loader"][0]
+    assert k % 5 == 0 and 0 < loader["batches_done"] < loader["num_batches"]  # mid-epoch
+
+    target = [f"trainer.max_steps={k + 6}"]
+    reference, resumed = tmp_path / "reference", tmp_path / "resumed"
+    run_train([*base, *target, f"hydra.run.dir={reference}"], cwd=tmp_path)
+    run_train([*base, *target, f"hydra.run.dir={resumed}", f"ckpt_path={last}"], cwd=tmp_path)
+
+    expected, got = train_losses(reference), train_losses(resumed)
+    assert sorted(got) == list(range(k, k + 6))  # the step count continues from the checkpoint
+    for step in got:
+        assert got[step] == pytest.approx(expected[step], rel=1e-5, abs=1e-6), step
+    final_ref = torch.load(reference / "checkpoints" / "last.ckpt", weights_only=False)
+    final_res = torch.load(resumed / "checkpoints" / "last.ckpt", weights_only=False)
+    assert final_res["global_step"] == final_ref["global_step"] == k + 6
+    for key, value in final_ref["state_dict"].items():
+        torch.testing.assert_close(final_res["state_dict"][key], value, rtol=1e-5, atol=1e-6)

@@ -1,0 +1,80 @@
+"""Learning-rate schedules: closed-form values, the peak at warmup, and LambdaLR stepping."""
+
+import pytest
+import torch
+
+from transformer_nmt.training.schedules import (
+    StepSchedule,
+    build_scheduler,
+    inverse_sqrt,
+    linear_warmup,
+    noam,
+)
+
+
+def test_noam_matches_the_paper_formula_and_peaks_at_warmup():
+    d_model, warmup = 512, 4000
+    assert noam(1, d_model, warmup) == pytest.approx(512**-0.5 * 4000**-1.5)
+    assert noam(100, d_model, warmup) == pytest.approx(512**-0.5 * 100 * 4000**-1.5)
+    assert noam(16000, d_model, warmup) == pytest.approx(512**-0.5 * 16000**-0.5)
+    peak = noam(warmup, d_model, warmup)
+    assert peak == pytest.approx(512**-0.5 * 4000**-0.5)  # ≈ 7.0e-4 for the base model
+    steps = range(1, 3 * warmup)
+    assert max(steps, key=lambda s: noam(s, d_model, warmup)) == warmup
+    assert noam(warmup, d_model, warmup, factor=2.0) == pytest.approx(2 * peak)
+
+
+def test_inverse_sqrt_and_linear_warmup_reach_peak_lr_at_warmup():
+    assert inverse_sqrt(4000, 4000, 5e-4) == pytest.approx(5e-4)
+    assert inverse_sqrt(2000, 4000, 5e-4) == pytest.approx(2.5e-4)
+    assert inverse_sqrt(16000, 4000, 5e-4) == pytest.approx(2.5e-4)
+    assert linear_warmup(1000, 4000, 5e-4) == pytest.approx(1.25e-4)
+    assert linear_warmup(9000, 4000, 5e-4) == pytest.approx(5e-4)
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        StepSchedule("noam", warmup=10, d_model=64),
+        StepSchedule("inverse_sqrt", warmup=10, d_model=64, peak_lr=1e-3),
+        StepSchedule("linear_warmup", warmup=10, d_model=64, peak_lr=1e-3),
+    ],
+    ids=lambda s: s.name,
+)
+def test_lambda_lr_uses_the_schedule_of_the_next_optimizer_step(schedule):
+    parameter = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.Adam([parameter], lr=1.0)
+    scheduler = build_scheduler(optimizer, schedule)
+    seen = []
+    for _ in range(30):
+        seen.append(optimizer.param_groups[0]["lr"])  # the lr this step will use
+        optimizer.step()
+        scheduler.step()
+    assert seen == pytest.approx([schedule.lr(step) for step in range(1, 31)])
+    assert max(range(30), key=lambda i: seen[i]) == schedule.warmup - 1  # the warmup-th step
+
+
+def test_scheduler_state_survives_a_checkpoint_round_trip():
+    schedule = StepSchedule("noam", warmup=10, d_model=64)
+    optimizer = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    scheduler = build_scheduler(optimizer, schedule)
+    for _ in range(7):
+        optimizer.step()
+        scheduler.step()
+    fresh_optimizer = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    fresh = build_scheduler(fresh_optimizer, schedule)
+    fresh.load_state_dict(scheduler.state_dict())
+    assert fresh.last_epoch == 7
+    assert fresh.get_last_lr()[0] == pytest.approx(schedule.lr(8))
+
+
+def test_bad_schedule_settings_name_the_fix():
+    with pytest.raises(ValueError, match="scheduler=<one of noam, inverse_sqrt"):
+        StepSchedule("cosine", warmup=10, d_model=64)
+    with pytest.raises(ValueError, match="scheduler.warmup must be a positive integer"):
+        StepSchedule("noam", warmup=0, d_model=64)
+    with pytest.raises(ValueError, match="needs a positive scheduler.peak_lr"):
+        StepSchedule("inverse_sqrt", warmup=10, d_model=64)
+    optimizer = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))], lr=1e-3)
+    with pytest.raises(ValueError, match="lr=1.0"):
+        build_scheduler(optimizer, StepSchedule("noam", warmup=10, d_model=64))

@@ -1,0 +1,101 @@
+"""`python train.py` end to end: all three loggers, W&B offline fallback, checkpoint contract."""
+
+import csv
+import json
+import math
+import os
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from transformer_nmt.data import load_tokenizer
+from transformer_nmt.model import Transformer, TransformerConfig
+from transformer_nmt.training.schedules import noam
+
+from .conftest import run_train
+
+CONTRACT_KEYS = {
+    "model_config",
+    "tokenizer_dir",
+    "src_lang",
+    "tgt_lang",
+    "bos_id",
+    "eos_id",
+    "pad_id",
+}
+
+
+@pytest.fixture(scope="module")
+def many_loggers_run(tiny_overrides, tmp_path_factory):
+    """Eight steps with W&B (no credentials, no WANDB_MODE), CSV and TensorBoard."""
+    root = tmp_path_factory.mktemp("cli")
+    env = {"WANDB_MODE": "", "WANDB_API_KEY": "", "NETRC": str(root / "no-netrc")}
+    env["WANDB_CONFIG_DIR"] = str(root / "wandb-config")
+    args = [*tiny_overrides, "logger=many", "trainer.max_steps=8", "trainer.val_check_interval=4"]
+    result = run_train([*args, f"hydra.run.dir={root / 'run'}"], cwd=root, env=env)
+    return root / "run", result.stdout + result.stderr
+
+
+def test_wandb_without_credentials_logs_offline_and_says_how_to_sync(many_loggers_run):
+    run_dir, output = many_loggers_run
+    match = re.search(r"W&B: offline run in (\S+); upload with `wandb sync (\S+)`", output)
+    assert match and match.group(1) == match.group(2)
+    offline_dir = Path(match.group(1))
+    assert offline_dir.parent == run_dir / "wandb" and offline_dir.name.startswith("offline-run-")
+    assert list(offline_dir.glob("run-*.wandb"))
+
+
+def test_csv_metrics_hold_losses_perplexity_lr_and_throughput(many_loggers_run):
+    run_dir, _ = many_loggers_run
+    with open(run_dir / "csv" / "metrics.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    train_rows = [r for r in rows if r["train/loss"]]
+    assert [int(r["step"]) for r in train_rows] == list(range(8))
+    for row in train_rows:  # the lr logged at step s is the one optimizer step s + 1 used
+        assert float(row["lr"]) == pytest.approx(noam(int(row["step"]) + 1, 32, 20))
+        assert float(row["train/tokens_per_sec"]) > 0
+    val_rows = [r for r in rows if r["val/loss"]]
+    assert len(val_rows) == 2
+    for row in val_rows:
+        assert float(row["val/ppl"]) == pytest.approx(math.exp(float(row["val/nll"])), rel=1e-4)
+    hparams = (run_dir / "csv" / "hparams.yaml").read_text()
+    assert "label_smoothing: 0.1" in hparams and "d_model: 32" in hparams  # composed config
+
+
+def test_tensorboard_and_sample_translations_are_written(many_loggers_run):
+    run_dir, output = many_loggers_run
+    assert list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
+    log = (run_dir / "train.log").read_text()
+    assert re.search(r"sample 0 @ step 4\n  src: .+\n  ref: .+\n  hyp: ", log)
+
+
+def test_checkpoints_follow_the_contract_for_plain_torch_load(many_loggers_run):
+    run_dir, _ = many_loggers_run
+    assert (run_dir / "checkpoints" / "best.ckpt").is_file()
+    checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=False)
+    hparams = checkpoint["hyper_parameters"]
+    assert set(hparams) >= CONTRACT_KEYS and checkpoint["global_step"] == 8
+    config = TransformerConfig(**hparams["model_config"])
+    assert set(hparams["model_config"]) == set(TransformerConfig.__dataclass_fields__)
+    state = checkpoint["state_dict"]
+    assert all(key.startswith("model.") for key in state)
+    model = Transformer(config)
+    model.load_state_dict({key.removeprefix("model."): value for key, value in state.items()})
+    tokenizer = load_tokenizer(hparams["tokenizer_dir"])
+    assert len(tokenizer) == config.src_vocab_size
+    assert (tokenizer.pad_token_id, tokenizer.eos_token_id) == (
+        hparams["pad_id"],
+        hparams["eos_id"],
+    )
+    assert not [p for p in os.listdir(run_dir / "checkpoints") if p.endswith(".tmp")]
+
+
+def test_summary_json_feeds_the_sweep_report(many_loggers_run):
+    run_dir, _ = many_loggers_run
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["steps"] == 8
+    assert summary["model"]["d_model"] == 32 and summary["warmup"] == 20
+    assert summary["metrics"]["val/ppl"] == pytest.approx(math.exp(summary["metrics"]["val/nll"]))
+    assert summary["best"]["checkpoint"].endswith("best.ckpt")

@@ -1,0 +1,19 @@
+"""Train the Transformer: ``python train.py [group=option ...] [key=value ...]``.
+
+The config lives in ``conf/`` (``conf/train.yaml`` lists the groups); the logic in
+``transformer_nmt.training``. See README.md for the main jobs, sweeps, DDP and resuming.
+"""
+
+import hydra
+from omegaconf import DictConfig
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="train")
+def main(cfg: DictConfig) -> float | None:
+    from transformer_nmt.training import train  # here, so that --help and --cfg stay fast
+
+    return train(cfg)
+
+
+if __name__ == "__main__":
+    main()
