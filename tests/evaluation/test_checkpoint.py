@@ -1,6 +1,9 @@
+from pathlib import Path
+
 import pytest
 import torch
 
+from transformer_nmt.data import tokenizer_files
 from transformer_nmt.evaluation import (
     CheckpointError,
     average_checkpoints,
@@ -132,3 +135,20 @@ def test_last_checkpoints_orders_by_step_and_skips_last(tmp_path):
     assert names == ["epoch=1-step=1800.ckpt", "epoch=2-step=2700.ckpt", "epoch=10-step=9900.ckpt"]
     with pytest.raises(CheckpointError, match="asked for the last 5 checkpoints but .* holds 4"):
         last_checkpoints(tmp_path, 5)
+
+
+def test_a_checkpoint_carries_its_tokenizer_to_where_the_cache_is_gone(
+    tmp_path, workspace, monkeypatch
+):
+    monkeypatch.setenv("TRANSFORMER_NMT_CACHE", str(tmp_path / "cache"))
+    checkpoint = checkpoint_dict(
+        workspace.model, workspace.tokenizer_dir, tokenizer_dir=str(tmp_path / "gone")
+    )
+    checkpoint["tokenizer_files"] = tokenizer_files(str(workspace.tokenizer_dir))
+    torch.save(checkpoint, tmp_path / "portable.ckpt")
+
+    loaded = load_checkpoint(tmp_path / "portable.ckpt")
+    assert loaded.tokenizer.get_vocab() == workspace.tokenizer.get_vocab()
+    assert Path(loaded.tokenizer_dir).parent == tmp_path / "cache" / "tokenizers"
+    averaged = average_checkpoints([tmp_path / "portable.ckpt"] * 2, tmp_path / "avg.ckpt")
+    assert load_checkpoint(averaged).tokenizer.get_vocab() == workspace.tokenizer.get_vocab()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_nmt.data import load_tokenizer
+from transformer_nmt.data import load_tokenizer, tokenizer_files
 from transformer_nmt.model import Transformer, TransformerConfig
 from transformer_nmt.training.schedules import noam
 
@@ -90,6 +90,9 @@ def test_checkpoints_follow_the_contract_for_plain_torch_load(many_loggers_run):
         hparams["eos_id"],
     )
     assert not [p for p in os.listdir(run_dir / "checkpoints") if p.endswith(".tmp")]
+    # The tokenizer travels inside the checkpoint, byte for byte.
+    embedded = checkpoint["tokenizer_files"]
+    assert embedded == tokenizer_files(hparams["tokenizer_dir"]) and "tokenizer.json" in embedded
 
 
 def test_summary_json_feeds_the_sweep_report(many_loggers_run):

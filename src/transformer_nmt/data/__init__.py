@@ -8,7 +8,13 @@ from transformer_nmt.data.batching import (
 )
 from transformer_nmt.data.datamodule import TranslationDataModule
 from transformer_nmt.data.errors import DataError
-from transformer_nmt.data.tokenizer import SpecialIds, load_tokenizer, special_ids
+from transformer_nmt.data.tokenizer import (
+    SpecialIds,
+    load_tokenizer,
+    restore_tokenizer,
+    special_ids,
+    tokenizer_files,
+)
 
 __all__ = [
     "DataError",
@@ -19,5 +25,7 @@ __all__ = [
     "TranslationDataModule",
     "load_tokenizer",
     "padding_fraction",
+    "restore_tokenizer",
     "special_ids",
+    "tokenizer_files",
 ]

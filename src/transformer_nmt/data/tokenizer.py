@@ -7,12 +7,13 @@ Whatever the kind, the tokenizer handed out has ``pad_token_id``, ``eos_token_id
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
 
-from transformer_nmt.data.cache import build_atomically, fingerprint, is_complete
+from transformer_nmt.data.cache import COMPLETE_MARKER, build_atomically, fingerprint, is_complete
 from transformer_nmt.data.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -20,6 +21,8 @@ log = logging.getLogger(__name__)
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 BPE_FORMAT_VERSION = 1
 _BPE_MIN_FREQUENCY = 2
+_WEIGHT_SUFFIXES = {".bin", ".safetensors", ".pt", ".h5", ".msgpack", ".onnx"}
+_MAX_EMBEDDED_BYTES = 16 << 20
 _BPE_ALPHABET_LIMIT = 1000  # rarer characters map to <unk> instead of filling the vocabulary
 
 
@@ -114,6 +117,35 @@ def load_tokenizer(tokenizer_dir: str):
     if tokenizer.bos_token_id != decoder_start:
         tokenizer.bos_token = tokenizer.convert_ids_to_tokens(decoder_start)
     return tokenizer
+
+
+def tokenizer_files(tokenizer_dir: str) -> dict[str, bytes] | None:
+    """The files of a local tokenizer directory, to embed in a checkpoint so that it travels
+    with the model; None for a Hub name (or a directory holding model weights too)."""
+    path = Path(tokenizer_dir)
+    if not path.is_dir():
+        return None
+    files = [f for f in sorted(path.iterdir()) if f.is_file() and f.name != COMPLETE_MARKER]
+    if any(f.suffix in _WEIGHT_SUFFIXES for f in files):
+        return None
+    if sum(f.stat().st_size for f in files) > _MAX_EMBEDDED_BYTES:
+        return None
+    return {f.name: f.read_bytes() for f in files}
+
+
+def restore_tokenizer(files: dict[str, bytes], cache_dir: Path) -> Path:
+    """Write tokenizer files embedded in a checkpoint into a cache entry keyed by their content;
+    returns the directory, which :func:`load_tokenizer` accepts."""
+    key = fingerprint(
+        "embedded", sorted((name, hashlib.sha256(data).hexdigest()) for name, data in files.items())
+    )
+    entry = Path(cache_dir) / "tokenizers" / f"embedded-{key}"
+
+    def build(tmp_dir: Path) -> None:
+        for name, data in files.items():
+            (tmp_dir / Path(name).name).write_bytes(data)
+
+    return build_atomically(entry, build, {"kind": "embedded"})
 
 
 def _decoder_start_id(tokenizer_dir: str, tokenizer) -> int:

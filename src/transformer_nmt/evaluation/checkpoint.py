@@ -11,6 +11,7 @@ Transformer's parameters under the prefix ``model.``. It is read with plain ``to
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -45,7 +46,9 @@ _KEPT_ON_AVERAGING = (
     "hparams_name",
     "datamodule_hyper_parameters",
     "datamodule_hparams_name",
+    "tokenizer_files",
 )
+DEFAULT_CACHE_DIR = "~/.cache/transformer_nmt"  # as conf/data/*.yaml
 _TRAIN_HINT = "expected a .ckpt written by this project's train.py"
 
 
@@ -149,7 +152,8 @@ def load_checkpoint(
             f"{path} does not fit its own model_config: missing weights "
             f"{result.missing_keys[:5]}, unexpected weights {result.unexpected_keys[:5]}"
         )
-    tokenizer_dir = str(tokenizer_dir or hyper_parameters["tokenizer_dir"])
+    if tokenizer_dir is None:
+        tokenizer_dir = _tokenizer_location(checkpoint)
     tokenizer = _load_matching_tokenizer(path, tokenizer_dir, hyper_parameters, config)
     return LoadedCheckpoint(
         path=path,
@@ -163,6 +167,19 @@ def load_checkpoint(
         pad_id=int(hyper_parameters["pad_id"]),
         hyper_parameters=hyper_parameters,
     )
+
+
+def _tokenizer_location(checkpoint: Mapping) -> str:
+    """The tokenizer directory the checkpoint names or, where that does not exist (another
+    machine, a cleared cache), a cache copy of the tokenizer files embedded in the checkpoint."""
+    from transformer_nmt.data import restore_tokenizer
+
+    named = str(checkpoint["hyper_parameters"]["tokenizer_dir"])
+    embedded = checkpoint.get("tokenizer_files")
+    if Path(named).exists() or not embedded:
+        return named
+    cache_dir = os.path.expanduser(os.environ.get("TRANSFORMER_NMT_CACHE", DEFAULT_CACHE_DIR))
+    return str(restore_tokenizer(embedded, Path(cache_dir)))
 
 
 def _load_matching_tokenizer(

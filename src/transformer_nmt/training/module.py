@@ -9,9 +9,12 @@ import lightning.pytorch as pl
 import torch
 from torchmetrics import MeanMetric
 
+from transformer_nmt.data import tokenizer_files
 from transformer_nmt.model import Transformer, TransformerConfig
 from transformer_nmt.training.loss import TokenLosses, check_finite_loss, label_smoothed_loss
 from transformer_nmt.training.schedules import StepSchedule, build_scheduler
+
+TOKENIZER_FILES_KEY = "tokenizer_files"  # checkpoint entry: {file name: bytes}
 
 
 class TranslationModule(pl.LightningModule):
@@ -51,8 +54,17 @@ class TranslationModule(pl.LightningModule):
         self.schedule = StepSchedule(d_model=self.model.config.d_model, **(scheduler or {}))
         # A compiled *function*, not a registered module: parameter names stay ``model.*``.
         self._forward = torch.compile(self.model.forward) if compile else self.model.forward
-        self.val_loss = MeanMetric()
-        self.val_nll = MeanMetric()
+        self.eval_loss = MeanMetric()  # validation or test, whichever runs
+        self.eval_nll = MeanMetric()
+        self.last_validated_step: int | None = None  # global step of the last real validation
+        self._tokenizer_files: dict[str, bytes] | None = None
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Embed the tokenizer's files, so the checkpoint works where its cache does not exist."""
+        if self._tokenizer_files is None:
+            self._tokenizer_files = tokenizer_files(self.hparams.tokenizer_dir) or {}
+        if self._tokenizer_files:
+            checkpoint[TOKENIZER_FILES_KEY] = self._tokenizer_files
 
     def _losses(self, batch: dict) -> TokenLosses:
         logits = self._forward(batch["src_ids"], batch["tgt_in_ids"])
@@ -70,19 +82,33 @@ class TranslationModule(pl.LightningModule):
         return out.loss
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
-        out = self._losses(batch)
-        self.val_loss.update(out.loss, weight=out.n_tokens)
-        self.val_nll.update(out.nll, weight=out.n_tokens)
+        self._update_eval_metrics(batch)
 
     def on_validation_epoch_end(self) -> None:
+        self._log_eval_metrics("val")
+        if not self.trainer.sanity_checking:
+            self.last_validated_step = self.global_step
+
+    def test_step(self, batch: dict, batch_idx: int) -> None:
+        self._update_eval_metrics(batch)
+
+    def on_test_epoch_end(self) -> None:
+        self._log_eval_metrics("test")
+
+    def _update_eval_metrics(self, batch: dict) -> None:
+        out = self._losses(batch)
+        self.eval_loss.update(out.loss, weight=out.n_tokens)
+        self.eval_nll.update(out.nll, weight=out.n_tokens)
+
+    def _log_eval_metrics(self, split: str) -> None:
         # token-weighted means over the whole split, all ranks included (torchmetrics syncs)
-        loss, nll = self.val_loss.compute(), self.val_nll.compute()
-        self.val_loss.reset()
-        self.val_nll.reset()
+        loss, nll = self.eval_loss.compute(), self.eval_nll.compute()
+        self.eval_loss.reset()
+        self.eval_nll.reset()
         # already equal on every rank; sync_dist only silences Lightning's DDP warning
-        self.log("val/loss", loss, prog_bar=True, sync_dist=True)
-        self.log("val/nll", nll, sync_dist=True)
-        self.log("val/ppl", math.exp(min(nll.item(), 700.0)), sync_dist=True)
+        self.log(f"{split}/loss", loss, prog_bar=split == "val", sync_dist=True)
+        self.log(f"{split}/nll", nll, sync_dist=True)
+        self.log(f"{split}/ppl", math.exp(min(nll.item(), 700.0)), sync_dist=True)
 
     def configure_optimizers(self) -> dict[str, Any]:
         options = dict(self.hparams.optimizer or {})
