@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from .reverse_model import PAD, half_trained_reverse_model, reverse_task_batch
+from ..reverse_task import PAD, reverse_task_batch
+from .reverse_model import half_trained_reverse_model
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,7 @@ import torch
 
 from transformer_nmt.decoding import beam_search, greedy_search, translate_token_ids
 
-from .reverse_model import BOS, EOS, PAD
+from ..reverse_task import BOS, EOS, PAD
 
 
 def as_lists(src: torch.Tensor) -> list[list[int]]:

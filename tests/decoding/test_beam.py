@@ -3,8 +3,8 @@ import torch
 
 from transformer_nmt.decoding import beam_search, greedy_hypotheses, greedy_search
 
+from ..reverse_task import BOS, EOS, PAD
 from .conftest import unpadded
-from .reverse_model import BOS, EOS, PAD
 
 MAX_LEN_B = 5
 

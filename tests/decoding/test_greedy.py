@@ -8,8 +8,8 @@ from transformer_nmt.decoding import (
     rerun_greedy_search,
 )
 
+from ..reverse_task import BOS, EOS, PAD
 from .conftest import unpadded
-from .reverse_model import BOS, EOS, PAD
 
 MAX_LEN_B = 5  # short enough that some sentences hit the limit before EOS
 

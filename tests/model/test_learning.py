@@ -6,27 +6,8 @@ import torch.nn.functional as F
 
 from transformer_nmt.model import Transformer
 
-from .tiny_model import PAD, tiny_config
-
-BOS, EOS, FIRST_SYMBOL, VOCAB = 1, 2, 3, 13
-
-
-def reverse_task_batch(batch_size: int, generator: torch.Generator):
-    """Source: random symbols + EOS; target: the same symbols reversed.
-
-    Lengths vary, so padding is exercised.
-    """
-    lengths = torch.randint(3, 8, (batch_size,), generator=generator)
-    width = int(lengths.max()) + 1
-    src = torch.full((batch_size, width), PAD)
-    tgt_in = torch.full((batch_size, width), PAD)
-    labels = torch.full((batch_size, width), PAD)
-    for row, length in enumerate(lengths.tolist()):
-        symbols = torch.randint(FIRST_SYMBOL, VOCAB, (length,), generator=generator)
-        src[row, : length + 1] = torch.cat([symbols, torch.tensor([EOS])])
-        tgt_in[row, : length + 1] = torch.cat([torch.tensor([BOS]), symbols.flip(0)])
-        labels[row, : length + 1] = torch.cat([symbols.flip(0), torch.tensor([EOS])])
-    return src, tgt_in, labels
+from ..reverse_task import PAD, VOCAB, reverse_task_batch
+from .tiny_model import tiny_config
 
 
 @pytest.mark.parametrize("norm", ["post", "pre"])
@@ -50,7 +31,7 @@ def test_reverse_task_is_learned(norm):
     )
     generator = torch.Generator().manual_seed(1)
     for _ in range(steps):
-        src, tgt_in, labels = reverse_task_batch(64, generator)
+        src, tgt_in, labels = reverse_task_batch(64, generator, min_symbols=3, max_symbols=7)
         logits = model(src, tgt_in)
         loss = F.cross_entropy(logits.transpose(1, 2), labels, ignore_index=PAD)
         optimizer.zero_grad()
@@ -59,7 +40,9 @@ def test_reverse_task_is_learned(norm):
         schedule.step()
 
     model.eval()
-    src, tgt_in, labels = reverse_task_batch(256, torch.Generator().manual_seed(2))
+    src, tgt_in, labels = reverse_task_batch(
+        256, torch.Generator().manual_seed(2), min_symbols=3, max_symbols=7
+    )
     with torch.no_grad():
         logits = model(src, tgt_in)
     held_out_loss = F.cross_entropy(logits.transpose(1, 2), labels, ignore_index=PAD)
