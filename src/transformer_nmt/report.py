@@ -4,8 +4,9 @@
 
 Each job directory of the sweep holds Hydra's ``.hydra/overrides.yaml`` (written when the job
 starts) and, once the run ends, the ``summary.json`` written by training (see
-``transformer_nmt.training.summary``). A job without a summary is reported as missing, so the
-command works on a sweep that is still running or partly failed.
+``transformer_nmt.training.summary``). A job without a summary is reported as missing, and so is
+a job the sweep's ``multirun.yaml`` promises (Hydra's basic sweeper) that has not started yet, so
+the command works on a sweep that is still running or partly failed.
 """
 
 from __future__ import annotations
@@ -66,9 +67,7 @@ def load_sweep(sweep_dir: Path) -> list[Run]:
     runs = []
     for overrides_file in sweep_dir.glob("**/.hydra/overrides.yaml"):
         job_dir = overrides_file.parent.parent
-        overrides = dict(
-            item.split("=", 1) for item in yaml.safe_load(overrides_file.read_text()) or []
-        )
+        overrides = _override_dict(yaml.safe_load(overrides_file.read_text()) or [])
         summary_file = job_dir / SUMMARY_FILE
         summary = json.loads(summary_file.read_text()) if summary_file.exists() else None
         runs.append(Run(str(job_dir.relative_to(sweep_dir)), overrides, summary))
@@ -77,7 +76,36 @@ def load_sweep(sweep_dir: Path) -> list[Run]:
             f"no Hydra jobs under {sweep_dir} (expected <job>/.hydra/overrides.yaml); "
             f"pass the directory of a `python train.py -m ...` sweep"
         )
+    started = [run.overrides for run in runs]
+    for number, overrides in enumerate(expected_jobs(sweep_dir) or []):
+        if overrides not in started:
+            runs.append(Run(str(number), overrides))
     return sorted(runs, key=lambda run: _natural_key(run.name))
+
+
+def expected_jobs(sweep_dir: Path) -> list[dict[str, str]] | None:
+    """The overrides of every job the sweep launches, expanded from its ``multirun.yaml`` as
+    Hydra's basic sweeper does; None when that is unknown (another sweeper, no file).
+    """
+    path = sweep_dir / "multirun.yaml"
+    if not path.is_file():
+        return None
+    hydra = (yaml.safe_load(path.read_text()) or {}).get("hydra") or {}
+    sweeper = hydra.get("sweeper") or {}
+    if not str(sweeper.get("_target_", "")).endswith("basic_sweeper.BasicSweeper"):
+        return None
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    arguments = [f"{key}={value}" for key, value in (sweeper.get("params") or {}).items()]
+    arguments += list((hydra.get("overrides") or {}).get("task") or [])
+    try:
+        parsed = OverridesParser.create().parse_overrides(arguments)
+        jobs = BasicSweeper.split_arguments(parsed, max_batch_size=None)[0]
+    except HydraException:
+        return None
+    return [_override_dict(job) for job in jobs]
 
 
 def swept_keys(runs: list[Run]) -> list[str]:
@@ -108,10 +136,7 @@ def markdown_table(runs: list[Run]) -> str:
 
 def plot(runs: list[Run], out_file: Path, x_key: str | None = None, metric: str | None = None):
     """Metric against one swept value, one line per combination of the other swept values."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # not pyplot: leaves the caller's backend alone
 
     axes = swept_keys(runs)
     x_key = x_key or next(
@@ -128,7 +153,8 @@ def plot(runs: list[Run], out_file: Path, x_key: str | None = None, metric: str 
         x = run.overrides.get(x_key, run.name) if x_key else run.name
         groups.setdefault(label, []).append((x, value))
 
-    figure, ax = plt.subplots(figsize=(6, 4))
+    figure = Figure(figsize=(6, 4))
+    ax = figure.subplots()
     numeric = x_key is not None and _all_numeric(runs, x_key)
     for label, points in sorted(groups.items()):
         points.sort(key=lambda p: float(p[0]) if numeric else p[0])
@@ -143,7 +169,6 @@ def plot(runs: list[Run], out_file: Path, x_key: str | None = None, metric: str 
     ax.grid(alpha=0.3)
     figure.tight_layout()
     _atomic_save(out_file, lambda path: figure.savefig(path, format="png", dpi=120))
-    plt.close(figure)
     return out_file
 
 
@@ -170,6 +195,11 @@ def main(argv: list[str] | None = None) -> None:
         parser.exit(2, f"error: {error}\n")
     print(table_file.read_text())
     print(f"wrote {table_file} and {plot_file}")
+
+
+def _override_dict(overrides: list[str]) -> dict[str, str]:
+    """``{"model.n_heads": "4"}`` from ``["model.n_heads=4"]`` (``~key`` deletions map to "")."""
+    return dict(item.split("=", 1) if "=" in item else (item, "") for item in overrides)
 
 
 def _cell(value, spec: str = "") -> str:

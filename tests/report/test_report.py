@@ -93,3 +93,27 @@ def test_empty_directory_is_a_clear_error(tmp_path):
     )
     assert result.returncode == 2
     assert "no Hydra jobs" in result.stderr and str(tmp_path) in result.stderr
+
+
+def test_jobs_the_sweep_has_not_started_yet_are_listed_as_missing(tmp_path):
+    multirun = {
+        "hydra": {
+            "sweeper": {
+                "_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper",
+                "params": {"model.n_heads": "1,4"},
+            },
+            "overrides": {"task": ["model.norm=post,pre", "trainer.max_steps=100"]},
+        }
+    }
+    (tmp_path / "multirun.yaml").write_text(yaml.safe_dump(multirun))
+    done = ["model.n_heads=1", "model.norm=post", "trainer.max_steps=100", "~callbacks.samples"]
+    make_job(tmp_path, "0", done[:3], summary(1, bleu=10.0, ppl=20.0))
+    runs = load_sweep(tmp_path)
+    assert [(run.name, run.status) for run in runs] == [
+        ("0", "finished"), ("1", "missing"), ("2", "missing"), ("3", "missing"),
+    ]  # fmt: skip
+    assert runs[3].overrides == {
+        "model.n_heads": "4", "model.norm": "pre", "trainer.max_steps": "100",
+    }  # fmt: skip
+    make_job(tmp_path, "1", done)  # a deletion override (no "=") is read, not a crash
+    assert load_sweep(tmp_path)[1].overrides["~callbacks.samples"] == ""

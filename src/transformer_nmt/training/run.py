@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import asdict, fields
 from typing import Any
 
@@ -14,8 +15,10 @@ from omegaconf import DictConfig, OmegaConf
 from transformer_nmt.model import TransformerConfig
 from transformer_nmt.training.checkpointing import AtomicCheckpointIO
 from transformer_nmt.training.ddp import adopt_hydra_launcher, distributed_job, wait_for_children
+from transformer_nmt.training.final_eval import final_evaluation, finite_metrics
 from transformer_nmt.training.loggers import build_loggers, finish_loggers
 from transformer_nmt.training.module import TranslationModule
+from transformer_nmt.training.overrides import job_overrides, override_values
 from transformer_nmt.training.summary import run_summary, write_summary
 
 log = logging.getLogger(__name__)
@@ -31,6 +34,7 @@ def train(cfg: DictConfig) -> float | None:
 
 
 def _fit(cfg: DictConfig) -> float | None:
+    started = time.perf_counter()
     pl.seed_everything(cfg.seed, workers=True)
     datamodule = instantiate(cfg.data)
     model_config = resolve_model_config(
@@ -62,11 +66,20 @@ def _fit(cfg: DictConfig) -> float | None:
         default_root_dir=cfg.output_dir,
     )
     adopt_hydra_launcher(trainer)
-    status, error = "failed", None
+    overrides = job_overrides()
+    status, error, metrics, fit_time_s = "failed", None, None, None
     try:
         for logger in loggers:
             logger.log_hyperparams(run_config)
+            if overrides:  # the job's axes as config keys, for W&B's grouping views
+                logger.log_hyperparams({"overrides": override_values(overrides)})
+        fit_started = time.perf_counter()
         trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+        fit_time_s = time.perf_counter() - fit_started
+        metrics = finite_metrics(trainer.callback_metrics)
+        if not trainer.interrupted and cfg.get("final_eval"):
+            options = OmegaConf.to_container(cfg.final_eval, resolve=True)
+            metrics.update(final_evaluation(trainer, module, datamodule, **options))
         wait_for_children(trainer)
         status = "interrupted" if trainer.interrupted else "finished"
     except BaseException as exception:
@@ -75,7 +88,17 @@ def _fit(cfg: DictConfig) -> float | None:
     finally:
         finish_loggers(loggers, status == "finished")
         if trainer.is_global_zero:
-            write_summary(cfg.output_dir, run_summary(trainer, module, status, error))
+            summary = run_summary(
+                trainer,
+                module,
+                status,
+                error,
+                metrics=metrics,
+                overrides=overrides,
+                wall_time_s=time.perf_counter() - started,
+                fit_time_s=fit_time_s,
+            )
+            write_summary(cfg.output_dir, summary)
     log.info(
         "rank %d of %d finished at step %d; checkpoints in %s/checkpoints",
         trainer.global_rank,

@@ -1,9 +1,17 @@
-"""``summary.json``: what one run did, for ``python -m transformer_nmt.report <sweep dir>``."""
+"""``summary.json``: what one run did, for ``python -m transformer_nmt.report <sweep dir>``.
+
+Keys: ``status`` (finished | interrupted | failed) and ``error``; ``overrides`` (the job's
+command-line overrides, which define it within a sweep); ``model`` (every TransformerConfig field),
+``label_smoothing``, ``warmup``, ``scheduler``, ``params``; ``steps``, ``world_size``,
+``wall_time_s`` (the whole job) and ``fit_time_s`` (``trainer.fit`` alone); ``metrics`` (the
+last logged value of every metric, then the final evaluation's ``val/*`` and ``test/*``: loss,
+nll, ppl and, if decoded, bleu and chrf; non-finite values are null); ``best`` (the best
+checkpoint's monitor, score and path).
+"""
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import tempfile
 from pathlib import Path
@@ -11,15 +19,24 @@ from pathlib import Path
 import lightning.pytorch as pl
 from lightning.pytorch.callbacks import ModelCheckpoint
 
+from transformer_nmt.training.final_eval import finite_metrics
+
 SUMMARY_FILE = "summary.json"
 
 
-def run_summary(trainer: pl.Trainer, module, status: str, error: str | None = None) -> dict:
-    """Status, model shape, schedule, size, steps, last logged metrics and the best checkpoint."""
-    metrics = {}
-    for key, value in trainer.callback_metrics.items():
-        number = float(value)
-        metrics[key] = number if math.isfinite(number) else None
+def run_summary(
+    trainer: pl.Trainer,
+    module,
+    status: str,
+    error: str | None = None,
+    metrics: dict | None = None,
+    overrides: list[str] | None = None,
+    wall_time_s: float | None = None,
+    fit_time_s: float | None = None,
+) -> dict:
+    """The summary of a run; ``metrics`` defaults to the trainer's last logged metrics."""
+    if metrics is None:
+        metrics = finite_metrics(trainer.callback_metrics)
     best = next((c for c in trainer.callbacks if isinstance(c, ModelCheckpoint)), None)
     best_score = (
         None if best is None or best.best_model_score is None else float(best.best_model_score)
@@ -27,6 +44,7 @@ def run_summary(trainer: pl.Trainer, module, status: str, error: str | None = No
     return {
         "status": status,
         "error": error,
+        "overrides": list(overrides or []),
         "model": dict(module.hparams.model_config),
         "label_smoothing": module.hparams.label_smoothing,
         "warmup": module.schedule.warmup,
@@ -34,6 +52,8 @@ def run_summary(trainer: pl.Trainer, module, status: str, error: str | None = No
         "params": module.model.num_parameters(),
         "steps": trainer.global_step,
         "world_size": trainer.world_size,
+        "wall_time_s": _seconds(wall_time_s),
+        "fit_time_s": _seconds(fit_time_s),
         "metrics": metrics,
         "best": {
             "monitor": None if best is None else best.monitor,
@@ -41,6 +61,10 @@ def run_summary(trainer: pl.Trainer, module, status: str, error: str | None = No
             "checkpoint": None if best is None else best.best_model_path or None,
         },
     }
+
+
+def _seconds(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
 
 
 def write_summary(output_dir: str | os.PathLike, summary: dict) -> Path:
