@@ -1,0 +1,216 @@
+"""Decoding: our KV-cached greedy and beam search vs HF ``generate`` vs naive re-run decoding.
+
+    python benchmarks/bench_decoding.py [--size small] [--batch-sizes 1 64] [--beams 1 4]
+        [--max-new-tokens 32] [--repeats 5] [--json out.json]
+
+The model is ours (``--size``, post-norm, ``attention=sdpa``, random init); the HF competitor
+is ``MarianMTModel`` of the same shape with our weights copied in (``competitors.py``), so
+both compute the same function, and their outputs are checked to be the same, token for token.
+The third competitor is our own search re-running the decoder over the whole prefix every
+step, without a cache (``use_cache=False``, seed 001's way).
+
+Sources are Multi30k test sentences (8k joint BPE): one call decodes ``--sentences-b1``
+sentences one at a time for batch size 1, or one padded batch of the first B sentences. An
+untrained model hardly ever emits EOS, so every output runs to ``--max-new-tokens`` (HF's
+``max_new_tokens``; ours ``max_len_a=0, max_len_b=N``): all competitors do the same number
+of steps. Beam search ranks by summed log-probability (length penalty α = 0 for both: HF's
+``length_penalty`` and ours differ in form), stops a sentence once ``beam`` hypotheses
+ended (HF ``early_stopping=True``), and never outputs pad or BOS (HF ``suppress_tokens``).
+tokens/s counts output tokens (EOS excluded) of all sentences of a call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from competitors import SIZES, build_marian, copy_into_marian, our_config  # noqa: E402
+from timing import (  # noqa: E402
+    DEFAULT_MULTI30K,
+    dump_json,
+    interleaved,
+    load_average,
+    multi30k,
+    peak_memory_mib,
+    print_header,
+    print_table,
+    tune_malloc,
+)
+
+from transformer_nmt.decoding import beam_search, greedy_search, rerun_greedy_search  # noqa: E402
+from transformer_nmt.model import Transformer  # noqa: E402
+
+
+def test_sources(data_dir: str, count: int) -> tuple[list[torch.Tensor], dict]:
+    """The first ``count`` Multi30k test sources (ids + EOS), and the special ids."""
+    with multi30k(data_dir) as dm:
+        test = dm.datasets["test"]
+        collate = dm.collator
+        sources = [collate([test[i]])["src_ids"][0] for i in range(count)]
+        ids = {"pad": dm.pad_id, "bos": dm.bos_id, "eos": dm.eos_id, "vocab": dm.vocab_size}
+    return sources, ids
+
+
+def pad_batch(sources: list[torch.Tensor], pad_id: int) -> torch.Tensor:
+    return torch.nn.utils.rnn.pad_sequence(sources, batch_first=True, padding_value=pad_id)
+
+
+def ours(model, beams: int, ids: dict, steps: int, use_cache: bool = True):
+    """A function decoding a [B, S] batch with our search: token lists without BOS/EOS."""
+
+    def decode(src_ids: torch.Tensor) -> list[list[int]]:
+        if beams == 1:
+            search = greedy_search if use_cache else rerun_greedy_search
+            return search(model, src_ids, ids["bos"], ids["eos"], max_len_a=0.0, max_len_b=steps)
+        hypotheses = beam_search(
+            model,
+            src_ids,
+            ids["bos"],
+            ids["eos"],
+            beam_size=beams,
+            length_penalty=0.0,
+            max_len_a=0.0,
+            max_len_b=steps,
+            use_cache=use_cache,
+        )
+        return [sentence[0].tokens for sentence in hypotheses]
+
+    return decode
+
+
+def hf_generate(marian, beams: int, ids: dict, steps: int):
+    """A function decoding a [B, S] batch with ``marian.generate``: the same settings as ours."""
+    from transformers import GenerationConfig
+
+    beam_options = dict(length_penalty=0.0, early_stopping=True) if beams > 1 else {}
+    config = GenerationConfig(
+        do_sample=False,
+        num_beams=beams,
+        max_new_tokens=steps,
+        min_new_tokens=0,
+        suppress_tokens=sorted({ids["pad"], ids["bos"]} - {ids["eos"]}),
+        decoder_start_token_id=ids["bos"],
+        eos_token_id=ids["eos"],
+        pad_token_id=ids["pad"],
+        forced_eos_token_id=None,
+        use_cache=True,
+        **beam_options,
+    )
+
+    def decode(src_ids: torch.Tensor) -> list[list[int]]:
+        with torch.inference_mode():
+            out = marian.generate(
+                input_ids=src_ids,
+                attention_mask=src_ids != ids["pad"],
+                generation_config=config,
+            )
+        return [_strip(row, ids) for row in out.tolist()]
+
+    return decode
+
+
+def _strip(row: list[int], ids: dict) -> list[int]:
+    """HF output row -> tokens: drop the start symbol, cut at EOS, drop padding."""
+    tokens = row[1:]
+    if ids["eos"] in tokens:
+        tokens = tokens[: tokens.index(ids["eos"])]
+    return [t for t in tokens if t != ids["pad"]]
+
+
+def calls(decode, batches: list[torch.Tensor]):
+    """One timed call: decode every batch; keeps the last outputs for the equality check."""
+    outputs: list[list[int]] = []
+
+    def run() -> None:
+        outputs.clear()
+        for batch in batches:
+            outputs.extend(decode(batch))
+
+    return run, outputs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="\n".join(__doc__.split("\n")[4:]),
+    )
+    parser.add_argument("--size", choices=list(SIZES), default="small")
+    parser.add_argument("--data-dir", default=DEFAULT_MULTI30K, help="Multi30k directory")
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 64])
+    parser.add_argument("--beams", type=int, nargs="+", default=[1, 4], help="1 = greedy")
+    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument(
+        "--sentences-b1", type=int, default=4, help="sentences per call at batch size 1"
+    )
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
+    parser.add_argument(
+        "--tune-malloc", action="store_true", help="keep large blocks in glibc's heap (all alike)"
+    )
+    parser.add_argument("--no-rerun", action="store_true", help="leave out the naive re-run")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", default=None, help="also write the results here")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    malloc_tuned = tune_malloc() if args.tune_malloc else False
+
+    machine = print_header("Decoding: ours vs HF generate vs naive re-run", malloc_tuned)
+    sources, ids = test_sources(args.data_dir, max(max(args.batch_sizes), args.sentences_b1))
+    torch.manual_seed(args.seed)
+    config = our_config(args.size, vocab_size=ids["vocab"], attention="sdpa")
+    model = Transformer(config).eval()
+    marian = build_marian(config, bos_id=ids["bos"], eos_id=ids["eos"]).eval()
+    copy_into_marian(model, marian)
+    print(
+        f"# {args.size} model, vocab {ids['vocab']}, {args.max_new_tokens} steps per sentence, "
+        f"Multi30k test sources"
+    )
+
+    tables = {}
+    mismatches = []
+    for beams in args.beams:
+        for batch_size in args.batch_sizes:
+            if batch_size == 1:
+                batches = [s[None] for s in sources[: args.sentences_b1]]
+            else:
+                batches = [pad_batch(sources[:batch_size], ids["pad"])]
+            n_sentences = sum(b.size(0) for b in batches)
+            runs, outputs = {}, {}
+            for name, decode in (
+                ("ours (KV cache)", ours(model, beams, ids, args.max_new_tokens)),
+                ("HF generate", hf_generate(marian, beams, ids, args.max_new_tokens)),
+                ("ours, re-run (no cache)", ours(model, beams, ids, args.max_new_tokens, False)),
+            ):
+                if args.no_rerun and "re-run" in name:
+                    continue
+                runs[name], outputs[name] = calls(decode, batches)
+            search = "greedy" if beams == 1 else f"beam {beams}"
+            title = f"{search}, batch {batch_size} ({n_sentences} sentences per call)"
+            print(f"\n# {title}", file=sys.stderr)
+            results = interleaved(runs, repeats=args.repeats, warmup=args.warmup)
+            reference = outputs["ours (KV cache)"]
+            for name, result in results.items():
+                result.tokens = sum(len(tokens) for tokens in outputs[name])
+                result.peak_mib = peak_memory_mib(runs[name])
+                same = sum(a == b for a, b in zip(outputs[name], reference, strict=True))
+                if name != "ours (KV cache)":
+                    result.note = f"{same}/{n_sentences} same"
+                    if same != n_sentences:
+                        mismatches.append(f"{title}: {name} differs on {n_sentences - same}")
+            print_table(results, reference="ours (KV cache)", title=title)
+            tables[title] = results
+    print(f"\n# outputs: {'; '.join(mismatches) if mismatches else 'all identical'}")
+    print(f"# load average at the end: {load_average()}")
+    dump_json(args.json, machine, tables)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,250 @@
+"""Shared helpers of the benchmark scripts: an interleaved median timer, peak memory, a table.
+
+Not part of the package: ``benchmarks/*.py`` import it as a sibling module.
+
+Why interleaved: the benchmark machines are shared (a 2-core CPU with other jobs on it), so
+the load changes from one second to the next. Running the competitors in turn — A, B, C, then
+B, C, A, … — inside one process exposes them all to the same load, and the median over
+rounds ignores the odd round that a neighbour's job slowed down.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import platform
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import torch
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_MULTI30K = os.environ.get("MULTI30K_DIR", str(REPO_ROOT.parent / "shared/data/multi30k"))
+
+
+@dataclass
+class Result:
+    """Timings of one competitor: ``seconds`` holds one entry per timed round."""
+
+    name: str
+    seconds: list[float] = field(default_factory=list)
+    tokens: int = 0  # target (non-pad) tokens processed per timed call
+    peak_mib: float | None = None  # extra resident memory at the peak of one call
+    note: str = ""
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.seconds)
+
+    @property
+    def spread(self) -> tuple[float, float]:
+        """(fastest, slowest) round, seconds."""
+        return min(self.seconds), max(self.seconds)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.median_s if self.tokens else float("nan")
+
+
+def interleaved(
+    competitors: Mapping[str, Callable[[], object]],
+    repeats: int,
+    warmup: int = 1,
+    verbose: bool = True,
+) -> dict[str, Result]:
+    """Time every competitor ``repeats`` times, in turn, after ``warmup`` untimed rounds.
+
+    Round r runs the competitors rotated by r (A B C, B C A, C A B, …), so none is always
+    first after a garbage collection or always last before one.
+    """
+    names = list(competitors)
+    results = {name: Result(name) for name in names}
+    for round_index in range(warmup + repeats):
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            gc.collect()
+            start = time.perf_counter()
+            competitors[name]()
+            elapsed = time.perf_counter() - start
+            if round_index >= warmup:
+                results[name].seconds.append(elapsed)
+        if verbose and round_index >= warmup:
+            times = ", ".join(f"{n} {results[n].seconds[-1] * 1e3:.0f}" for n in names)
+            print(f"  round {round_index - warmup + 1}/{repeats} (ms): {times}", file=sys.stderr)
+    return results
+
+
+def _proc_status_mib(key: str) -> float:
+    with open("/proc/self/status") as status:
+        match = re.search(rf"^{key}:\s+(\d+) kB", status.read(), re.MULTILINE)
+    return int(match.group(1)) / 1024 if match else float("nan")
+
+
+def peak_memory_mib(function: Callable[[], object]) -> float | None:
+    """Extra memory at the peak of one call of ``function``, MiB.
+
+    On CUDA: the peak of ``torch.cuda.max_memory_allocated`` above the memory allocated before.
+    On CPU (Linux): the peak resident set size (VmHWM, reset through /proc/self/clear_refs)
+    above the resident size before the call. Memory that the allocator kept from earlier calls
+    is reused and not counted, so run it after a warm-up call. None where neither is available.
+    """
+    gc.collect()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        function()
+        torch.cuda.synchronize()
+        return (torch.cuda.max_memory_allocated() - before) / 2**20
+    try:
+        with open("/proc/self/clear_refs", "w") as clear:
+            clear.write("5")  # reset the peak RSS (VmHWM) to the current RSS
+    except OSError:
+        return None
+    before = _proc_status_mib("VmRSS")
+    function()
+    return _proc_status_mib("VmHWM") - before
+
+
+def tune_malloc() -> bool:
+    """Keep freed memory in glibc's heap instead of returning it to the kernel.
+
+    By default glibc serves every allocation over 32 MiB (the logits [N, vocab] and their
+    gradients, in a training step) with a fresh ``mmap`` and unmaps it when freed, so each
+    such tensor pays a page fault per 4 KiB page on first touch — about 20 ms per 65 MB here.
+    Raising the mmap and trim thresholds (as ``MALLOC_MMAP_THRESHOLD_`` /
+    ``MALLOC_TRIM_THRESHOLD_`` would) lets those pages be reused. Affects the whole process,
+    hence every competitor alike. Returns whether it took effect (glibc only).
+    """
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if not name:
+        return False
+    try:
+        libc = ctypes.CDLL(name)
+        m_trim_threshold, m_mmap_threshold = -1, -3
+        return bool(
+            libc.mallopt(m_mmap_threshold, 1 << 30) and libc.mallopt(m_trim_threshold, 1 << 31)
+        )
+    except (OSError, AttributeError):
+        return False
+
+
+def machine_description() -> dict:
+    """What ran the benchmark: CPU, threads, versions, load, date."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as info:
+            names = re.findall(r"^model name\s*:\s*(.+)$", info.read(), re.MULTILINE)
+        if names:
+            cpu = f"{names[0]} x{len(names)}"
+    except OSError:
+        pass
+    return {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpu": cpu,
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+    }
+
+
+def print_header(title: str, malloc_tuned: bool = False) -> dict:
+    machine = machine_description()
+    machine["malloc_tuned"] = malloc_tuned
+    load = machine["load_average"]
+    print(f"# {title}")
+    print(
+        f"# {machine['date']} | {machine['cpu']} | torch {machine['torch']} "
+        f"({machine['torch_threads']} threads) | load average {load[0]:.2f} {load[1]:.2f} "
+        f"{load[2]:.2f}"
+        if load
+        else ""
+    )
+    print("# command: python " + " ".join(sys.argv))
+    if malloc_tuned:
+        print("# glibc malloc tuned: large blocks stay in the heap (see timing.tune_malloc)")
+    return machine
+
+
+def print_table(results: Mapping[str, Result], reference: str, title: str = "") -> None:
+    """A Markdown table, one row per competitor: median and range of the timed rounds,
+    tokens/s, peak MiB, and the ratio ``reference``/competitor in tokens/s (> 1: the
+    reference is faster)."""
+    if title:
+        print(f"\n## {title}")
+    ours = results[reference]
+    print(
+        "| competitor | median ms | min–max ms | tokens/s | peak MiB "
+        f"| {reference} ÷ it (tokens/s) | note |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for name, result in results.items():
+        fastest, slowest = result.spread
+        peak = f"{result.peak_mib:.0f}" if result.peak_mib is not None else "–"
+        ratio = result.median_s / ours.median_s
+        print(
+            f"| {name} | {result.median_s * 1e3:.1f} | {fastest * 1e3:.0f}–{slowest * 1e3:.0f} "
+            f"| {result.tokens_per_s:.0f} | {peak} | **{ratio:.2f}** | {result.note} |"
+        )
+
+
+def dump_json(path: str | None, machine: dict, tables: Mapping[str, Mapping[str, Result]]) -> None:
+    """Write the machine and every table's results to ``path`` (if given)."""
+    if not path:
+        return
+    payload = {
+        "machine": machine,
+        "command": "python " + " ".join(sys.argv),
+        "tables": {
+            title: {
+                name: {
+                    **asdict(result),
+                    "median_ms": result.median_s * 1e3,
+                    "tokens_per_s": result.tokens_per_s,
+                }
+                for name, result in results.items()
+            }
+            for title, results in tables.items()
+        },
+    }
+    Path(path).write_text(json.dumps(payload, indent=2))
+    print(f"\nwrote {path}")
+
+
+def load_average() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+@contextmanager
+def multi30k(data_dir: str, max_tokens: int = 2048, seed: int = 0) -> Iterator:
+    """A set-up Multi30k ``TranslationDataModule`` (8k joint BPE, en→de), cached in a temporary
+    directory that is removed afterwards (a few seconds to build)."""
+    from transformer_nmt.data import TranslationDataModule
+
+    with tempfile.TemporaryDirectory(prefix="transformer_nmt_bench_") as cache:
+        dm = TranslationDataModule(
+            source="local",
+            data_dir=data_dir,
+            splits={"test": "test_2016_flickr"},
+            vocab_size=8000,
+            max_tokens=max_tokens,
+            seed=seed,
+            cache_dir=cache,
+        )
+        dm.setup(None)
+        yield dm
