@@ -116,29 +116,12 @@ def peak_memory_mib(function: Callable[[], object]) -> float | None:
 
 
 def tune_malloc() -> bool:
-    """Keep freed memory in glibc's heap instead of returning it to the kernel.
-
-    By default glibc serves every allocation over 32 MiB (the logits [N, vocab] and their
-    gradients, in a training step) with a fresh ``mmap`` and unmaps it when freed, so each
-    such tensor pays a page fault per 4 KiB page on first touch — about 20 ms per 65 MB here.
-    Raising the mmap and trim thresholds (as ``MALLOC_MMAP_THRESHOLD_`` /
-    ``MALLOC_TRIM_THRESHOLD_`` would) lets those pages be reused. Affects the whole process,
-    hence every competitor alike. Returns whether it took effect (glibc only).
+    """Keep freed memory in glibc's heap (``train.py``'s ``keep_freed_host_memory``): whole
+    process, hence every competitor alike. Returns whether it took effect (glibc only).
     """
-    import ctypes
-    import ctypes.util
+    from transformer_nmt.training.host_memory import keep_freed_memory
 
-    name = ctypes.util.find_library("c")
-    if not name:
-        return False
-    try:
-        libc = ctypes.CDLL(name)
-        m_trim_threshold, m_mmap_threshold = -1, -3
-        return bool(
-            libc.mallopt(m_mmap_threshold, 1 << 30) and libc.mallopt(m_trim_threshold, 1 << 31)
-        )
-    except (OSError, AttributeError):
-        return False
+    return keep_freed_memory()
 
 
 def machine_description() -> dict:

@@ -16,6 +16,7 @@ from transformer_nmt.model import TransformerConfig
 from transformer_nmt.training.checkpointing import AtomicCheckpointIO
 from transformer_nmt.training.ddp import adopt_hydra_launcher, distributed_job, wait_for_children
 from transformer_nmt.training.final_eval import final_evaluation, finite_metrics
+from transformer_nmt.training.host_memory import keep_freed_memory
 from transformer_nmt.training.loggers import build_loggers, finish_loggers
 from transformer_nmt.training.module import TranslationModule
 from transformer_nmt.training.overrides import job_overrides, override_values
@@ -35,6 +36,8 @@ def train(cfg: DictConfig) -> float | None:
 
 def _fit(cfg: DictConfig) -> float | None:
     started = time.perf_counter()
+    if cfg.get("keep_freed_host_memory", False) and keep_freed_memory():
+        log.info("glibc keeps freed memory in the heap (keep_freed_host_memory=true)")
     pl.seed_everything(cfg.seed, workers=True)
     datamodule = instantiate(cfg.data)
     model_config = resolve_model_config(

@@ -1,0 +1,36 @@
+"""Keep freed host memory in glibc's heap: +15 % training tokens/s on a CPU.
+
+By default glibc serves every allocation over 32 MiB with a fresh ``mmap`` and returns it to
+the kernel when freed. A training step makes several such tensors (the logits [N, V], their
+log-probabilities and gradients: 65 MB each at N = 2048, V = 8000), and each pays a page fault
+per 4 KiB page on first touch — about 20 ms per tensor on a 2-core VM. Raising the mmap and
+trim thresholds (what ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_`` do at start-up)
+lets those pages be reused; the price is that the resident size stays at its peak. Measured in
+docs/benchmarks.md: 15–16 % more tokens/s for our model, HF Marian and nn.Transformer alike.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+
+# mallopt(3) parameters, from glibc's <malloc.h>.
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+
+
+def keep_freed_memory(mmap_threshold: int = 1 << 30, trim_threshold: int = 1 << 31) -> bool:
+    """Serve blocks up to ``mmap_threshold`` bytes from the heap and give freed memory back to
+    the kernel only above ``trim_threshold`` free bytes. Affects the whole process; returns
+    whether it took effect (False where the C library is not glibc).
+    """
+    name = ctypes.util.find_library("c")
+    if not name:
+        return False
+    try:
+        mallopt = ctypes.CDLL(name).mallopt
+    except (OSError, AttributeError):  # not glibc (musl, macOS, Windows)
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, mmap_threshold)) and bool(
+        mallopt(_M_TRIM_THRESHOLD, trim_threshold)
+    )
