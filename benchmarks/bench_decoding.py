@@ -1,7 +1,7 @@
 """Decoding: our KV-cached greedy and beam search vs HF ``generate`` vs naive re-run decoding.
 
     python benchmarks/bench_decoding.py [--size small] [--batch-sizes 1 64] [--beams 1 4]
-        [--max-new-tokens 32] [--repeats 5] [--json out.json]
+        [--max-new-tokens 32] [--repeats 5] [--ckpt PATH] [--one-by-one] [--json out.json]
 
 The model is ours (``--size``, post-norm, ``attention=sdpa``, random init); the HF competitor
 is ``MarianMTModel`` of the same shape with our weights copied in (``competitors.py``), so
@@ -17,11 +17,19 @@ of steps. Beam search ranks by summed log-probability (length penalty α = 0 for
 ``length_penalty`` and ours differ in form), stops a sentence once ``beam`` hypotheses
 ended (HF ``early_stopping=True``), and never outputs pad or BOS (HF ``suppress_tokens``).
 tokens/s counts output tokens (EOS excluded) of all sentences of a call.
+
+``--ckpt PATH`` decodes with a trained post-norm checkpoint of ``train.py`` instead (its own
+tokenizer encodes the sources): real translations end by EOS at different steps, and a search
+that drops finished sentences from the batch (ours) does less work than one that keeps them.
+``--one-by-one`` adds seed 001's literal way at batch > 1: re-run decoding, one sentence at a
+time.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
+import itertools
 import sys
 from pathlib import Path
 
@@ -56,6 +64,26 @@ def test_sources(data_dir: str, count: int) -> tuple[list[torch.Tensor], dict]:
     return sources, ids
 
 
+def trained_model(ckpt_path: str, data_dir: str, count: int) -> tuple:
+    """A trained checkpoint's model, the first ``count`` Multi30k test sources encoded by its
+    tokenizer (ids + EOS), and its special ids."""
+    from transformer_nmt.evaluation import Translator, load_checkpoint
+
+    loaded = load_checkpoint(ckpt_path)
+    path = Path(data_dir) / f"test_2016_flickr.{loaded.src_lang}.gz"
+    with gzip.open(path, "rt", encoding="utf-8") as lines:
+        text = [line.rstrip("\n") for line in itertools.islice(lines, count)]
+    encoded = Translator.from_checkpoint(loaded).encode(text)
+    sources = [torch.tensor(ids) for ids in encoded]
+    ids = {
+        "pad": loaded.pad_id,
+        "bos": loaded.bos_id,
+        "eos": loaded.eos_id,
+        "vocab": loaded.model.config.tgt_vocab_size,
+    }
+    return loaded.model, sources, ids
+
+
 def pad_batch(sources: list[torch.Tensor], pad_id: int) -> torch.Tensor:
     return torch.nn.utils.rnn.pad_sequence(sources, batch_first=True, padding_value=pad_id)
 
@@ -79,6 +107,18 @@ def ours(model, beams: int, ids: dict, steps: int, use_cache: bool = True):
             use_cache=use_cache,
         )
         return [sentence[0].tokens for sentence in hypotheses]
+
+    return decode
+
+
+def one_by_one(model, beams: int, ids: dict, steps: int):
+    """Seed 001's way: every sentence of the batch on its own, re-running the decoder over the
+    whole prefix every step (no cache, no batching)."""
+    decode_one = ours(model, beams, ids, steps, use_cache=False)
+
+    def decode(src_ids: torch.Tensor) -> list[list[int]]:
+        rows = [row[row != ids["pad"]][None] for row in src_ids]
+        return [decode_one(row)[0] for row in rows]
 
     return decode
 
@@ -155,6 +195,12 @@ def main() -> None:
         "--tune-malloc", action="store_true", help="keep large blocks in glibc's heap (all alike)"
     )
     parser.add_argument("--no-rerun", action="store_true", help="leave out the naive re-run")
+    parser.add_argument(
+        "--one-by-one", action="store_true", help="add re-run decoding one sentence at a time"
+    )
+    parser.add_argument(
+        "--ckpt", default=None, help="a trained post-norm checkpoint instead of a random model"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args()
@@ -163,16 +209,20 @@ def main() -> None:
     malloc_tuned = tune_malloc() if args.tune_malloc else False
 
     machine = print_header("Decoding: ours vs HF generate vs naive re-run", malloc_tuned)
-    sources, ids = test_sources(args.data_dir, max(max(args.batch_sizes), args.sentences_b1))
+    count = max(max(args.batch_sizes), args.sentences_b1)
     torch.manual_seed(args.seed)
-    config = our_config(args.size, vocab_size=ids["vocab"], attention="sdpa")
-    model = Transformer(config).eval()
+    if args.ckpt:
+        model, sources, ids = trained_model(args.ckpt, args.data_dir, count)
+        config = model.config
+        described = f"trained {args.ckpt}, at most {args.max_new_tokens} steps per sentence"
+    else:
+        sources, ids = test_sources(args.data_dir, count)
+        config = our_config(args.size, vocab_size=ids["vocab"], attention="sdpa")
+        model = Transformer(config).eval()
+        described = f"{args.size} model, {args.max_new_tokens} steps per sentence"
     marian = build_marian(config, bos_id=ids["bos"], eos_id=ids["eos"]).eval()
     copy_into_marian(model, marian)
-    print(
-        f"# {args.size} model, vocab {ids['vocab']}, {args.max_new_tokens} steps per sentence, "
-        f"Multi30k test sources"
-    )
+    print(f"# {described}, vocab {ids['vocab']}, Multi30k test sources")
 
     tables = {}
     mismatches = []
@@ -184,13 +234,17 @@ def main() -> None:
                 batches = [pad_batch(sources[:batch_size], ids["pad"])]
             n_sentences = sum(b.size(0) for b in batches)
             runs, outputs = {}, {}
-            for name, decode in (
+            competitors = [
                 ("ours (KV cache)", ours(model, beams, ids, args.max_new_tokens)),
                 ("HF generate", hf_generate(marian, beams, ids, args.max_new_tokens)),
-                ("ours, re-run (no cache)", ours(model, beams, ids, args.max_new_tokens, False)),
-            ):
-                if args.no_rerun and "re-run" in name:
-                    continue
+            ]
+            if not args.no_rerun:
+                rerun = ours(model, beams, ids, args.max_new_tokens, False)
+                competitors.append(("ours, re-run (no cache)", rerun))
+            if args.one_by_one and batch_size > 1:
+                seed_way = one_by_one(model, beams, ids, args.max_new_tokens)
+                competitors.append(("re-run, one sentence at a time", seed_way))
+            for name, decode in competitors:
                 runs[name], outputs[name] = calls(decode, batches)
             search = "greedy" if beams == 1 else f"beam {beams}"
             title = f"{search}, batch {batch_size} ({n_sentences} sentences per call)"
