@@ -139,6 +139,11 @@ def test_experiments_apply_their_recipes():
     small = compose_train("experiment=multi30k")
     assert small.data.source == "local" and small.model.d_model == 256
     assert small.data.splits.test == "test_2016_flickr"
+    # README: the five newest epochs are kept apart from best/last, for average_checkpoints.py
+    epochs = small.callbacks.epoch_checkpoints
+    assert (epochs.monitor, epochs.mode, epochs.save_top_k) == ("step", "max", 5)
+    assert Path(epochs.dirpath).parent == Path(small.callbacks.last_checkpoint.dirpath)
+    assert small.final_eval.bleu and small.final_eval.beam_size == 4
 
 
 @pytest.mark.parametrize("experiment", [None, *options("experiment")])
