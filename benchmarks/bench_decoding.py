@@ -1,7 +1,8 @@
 """Decoding: our KV-cached greedy and beam search vs HF ``generate`` vs naive re-run decoding.
 
     python benchmarks/bench_decoding.py [--size small] [--batch-sizes 1 64] [--beams 1 4]
-        [--max-new-tokens 32] [--repeats 5] [--ckpt PATH] [--one-by-one] [--json out.json]
+        [--max-new-tokens 32] [--repeats 5] [--ckpt PATH] [--one-by-one] [--no-hf]
+        [--json out.json]
 
 The model is ours (``--size``, post-norm, ``attention=sdpa``, random init); the HF competitor
 is ``MarianMTModel`` of the same shape with our weights copied in (``competitors.py``), so
@@ -18,11 +19,12 @@ of steps. Beam search ranks by summed log-probability (length penalty α = 0 for
 ended (HF ``early_stopping=True``), and never outputs pad or BOS (HF ``suppress_tokens``).
 tokens/s counts output tokens (EOS excluded) of all sentences of a call.
 
-``--ckpt PATH`` decodes with a trained post-norm checkpoint of ``train.py`` instead (its own
-tokenizer encodes the sources): real translations end by EOS at different steps, and a search
-that drops finished sentences from the batch (ours) does less work than one that keeps them.
-``--one-by-one`` adds seed 001's literal way at batch > 1: re-run decoding, one sentence at a
-time.
+``--ckpt PATH`` decodes with a trained checkpoint of ``train.py`` instead (its own tokenizer
+encodes the sources): real translations end by EOS at different steps, and a search that drops
+finished sentences from the batch (ours) does less work than one that keeps them. A pre-norm
+checkpoint runs without HF (Marian has only post-norm layers; ``--no-hf`` leaves HF out by
+choice). ``--one-by-one`` adds seed 001's literal way at batch > 1: re-run decoding, one
+sentence at a time.
 """
 
 from __future__ import annotations
@@ -195,6 +197,7 @@ def main() -> None:
         "--tune-malloc", action="store_true", help="keep large blocks in glibc's heap (all alike)"
     )
     parser.add_argument("--no-rerun", action="store_true", help="leave out the naive re-run")
+    parser.add_argument("--no-hf", action="store_true", help="leave out HF generate")
     parser.add_argument(
         "--one-by-one", action="store_true", help="add re-run decoding one sentence at a time"
     )
@@ -220,9 +223,13 @@ def main() -> None:
         config = our_config(args.size, vocab_size=ids["vocab"], attention="sdpa")
         model = Transformer(config).eval()
         described = f"{args.size} model, {args.max_new_tokens} steps per sentence"
-    marian = build_marian(config, bos_id=ids["bos"], eos_id=ids["eos"]).eval()
-    copy_into_marian(model, marian)
     print(f"# {described}, vocab {ids['vocab']}, Multi30k test sources")
+    marian = None
+    if config.norm != "post":
+        print("# HF generate left out: Marian has only post-norm layers")
+    elif not args.no_hf:
+        marian = build_marian(config, bos_id=ids["bos"], eos_id=ids["eos"]).eval()
+        copy_into_marian(model, marian)
 
     tables = {}
     mismatches = []
@@ -234,10 +241,11 @@ def main() -> None:
                 batches = [pad_batch(sources[:batch_size], ids["pad"])]
             n_sentences = sum(b.size(0) for b in batches)
             runs, outputs = {}, {}
-            competitors = [
-                ("ours (KV cache)", ours(model, beams, ids, args.max_new_tokens)),
-                ("HF generate", hf_generate(marian, beams, ids, args.max_new_tokens)),
-            ]
+            competitors = [("ours (KV cache)", ours(model, beams, ids, args.max_new_tokens))]
+            if marian is not None:
+                competitors.append(
+                    ("HF generate", hf_generate(marian, beams, ids, args.max_new_tokens))
+                )
             if not args.no_rerun:
                 rerun = ours(model, beams, ids, args.max_new_tokens, False)
                 competitors.append(("ours, re-run (no cache)", rerun))
