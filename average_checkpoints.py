@@ -7,7 +7,8 @@ python average_checkpoints.py dir=path/to/checkpoints last_n=5 output=avg.ckpt
 import hydra
 from omegaconf import DictConfig
 
-from transformer_nmt.evaluation.cli import average_command, exit_on_user_error
+from transformer_nmt.cli.average import average_command
+from transformer_nmt.cli.errors import exit_on_user_error
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="average")

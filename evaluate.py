@@ -6,7 +6,8 @@ python evaluate.py ckpt_path=path/to.ckpt data=multi30k split=test beam_size=4
 import hydra
 from omegaconf import DictConfig
 
-from transformer_nmt.evaluation.cli import evaluate_command, exit_on_user_error
+from transformer_nmt.cli.errors import exit_on_user_error
+from transformer_nmt.cli.evaluate import evaluate_command
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="evaluate")

@@ -1,7 +1,7 @@
 """Train the Transformer: ``python train.py [group=option ...] [key=value ...]``.
 
 The config lives in ``conf/`` (``conf/train.yaml`` lists the groups); the logic in
-``transformer_nmt.training``. See README.md for the main jobs, sweeps, DDP and resuming.
+``transformer_nmt.cli.train``. See README.md for the main jobs, sweeps, DDP and resuming.
 """
 
 import hydra
@@ -10,7 +10,7 @@ from omegaconf import DictConfig
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
-    from transformer_nmt.training import train  # here, so that --help and --cfg stay fast
+    from transformer_nmt.cli.train import train  # here, so that --help and --cfg stay fast
 
     return train(cfg)
 

@@ -69,7 +69,8 @@ def test_sources(data_dir: str, count: int) -> tuple[list[torch.Tensor], dict]:
 def trained_model(ckpt_path: str, data_dir: str, count: int) -> tuple:
     """A trained checkpoint's model, the first ``count`` Multi30k test sources encoded by its
     tokenizer (ids + EOS), and its special ids."""
-    from transformer_nmt.evaluation import Translator, load_checkpoint
+    from transformer_nmt.checkpoint import load_checkpoint
+    from transformer_nmt.evaluation import Translator
 
     loaded = load_checkpoint(ckpt_path)
     path = Path(data_dir) / f"test_2016_flickr.{loaded.src_lang}.gz"

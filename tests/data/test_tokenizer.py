@@ -5,9 +5,9 @@ import json
 import pytest
 from transformers import AutoTokenizer, MarianConfig, PreTrainedTokenizerFast
 
+from transformer_nmt.atomic import COMPLETE_MARKER, build_directory_atomically, is_complete
 from transformer_nmt.data import DataError, load_tokenizer, special_ids
 from transformer_nmt.data import tokenizer as tokenizer_module
-from transformer_nmt.data.cache import COMPLETE_MARKER, build_atomically, is_complete
 from transformer_nmt.data.encoding import encode_texts, encode_to_arrays
 
 
@@ -70,7 +70,7 @@ def test_failed_build_publishes_nothing(tmp_path):
         raise RuntimeError("killed mid-write")
 
     with pytest.raises(RuntimeError, match="mid-write"):
-        build_atomically(entry, crash)
+        build_directory_atomically(entry, crash)
     assert not entry.exists()
     assert list((tmp_path / "entries").iterdir()) == []
 

@@ -8,9 +8,10 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 from torch.utils.data import DataLoader
 
+from transformer_nmt.callbacks import BleuCallback
 from transformer_nmt.data.encoding import encode_texts
 from transformer_nmt.decoding import translate_token_ids
-from transformer_nmt.evaluation import BleuCallback, corpus_scores
+from transformer_nmt.evaluation import corpus_scores
 
 from .tiny_checkpoint import tiny_model
 

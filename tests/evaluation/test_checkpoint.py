@@ -3,14 +3,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_nmt.data import tokenizer_files
-from transformer_nmt.evaluation import (
+from transformer_nmt.checkpoint import (
     CheckpointError,
     average_checkpoints,
     last_checkpoints,
     load_checkpoint,
     read_checkpoint,
 )
+from transformer_nmt.data import tokenizer_files
 
 from .tiny_checkpoint import checkpoint_dict, tiny_model, write_checkpoint
 

@@ -9,7 +9,8 @@ import pytest
 import sacrebleu
 import torch
 
-from transformer_nmt.evaluation import Translator, load_checkpoint
+from transformer_nmt.checkpoint import load_checkpoint
+from transformer_nmt.evaluation import Translator
 
 from .tiny_checkpoint import tiny_model, write_checkpoint
 

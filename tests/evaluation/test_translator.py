@@ -3,9 +3,10 @@ import logging
 
 import pytest
 
+from transformer_nmt.checkpoint import load_checkpoint
+from transformer_nmt.cli.translate import translate_interactively, translate_stream
 from transformer_nmt.decoding import translate_token_ids
-from transformer_nmt.evaluation import Translator, load_checkpoint
-from transformer_nmt.evaluation.cli import translate_interactively, translate_stream
+from transformer_nmt.evaluation import Translator
 
 from .tiny_checkpoint import MODEL_MAX_LEN
 

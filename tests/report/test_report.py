@@ -1,11 +1,14 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
 
-from transformer_nmt.report import load_sweep, markdown_table, swept_keys
+from transformer_nmt.tracking.report import load_sweep, markdown_table, swept_keys
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def make_job(sweep, name, overrides, summary=None):
@@ -73,7 +76,7 @@ def test_table_has_paper_columns_and_marks_missing_runs(sweep):
 def test_report_command_writes_table_and_png(sweep, tmp_path):
     out = tmp_path / "report"
     result = subprocess.run(
-        [sys.executable, "-m", "transformer_nmt.report", str(sweep), "--out", str(out)],
+        [sys.executable, str(REPO_ROOT / "report.py"), str(sweep), "--out", str(out)],
         capture_output=True,
         text=True,
         check=True,
@@ -87,7 +90,7 @@ def test_report_command_writes_table_and_png(sweep, tmp_path):
 
 def test_empty_directory_is_a_clear_error(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "transformer_nmt.report", str(tmp_path)],
+        [sys.executable, str(REPO_ROOT / "report.py"), str(tmp_path)],
         capture_output=True,
         text=True,
     )

@@ -12,8 +12,8 @@ from lightning.fabric.utilities import rank_zero as fabric_rank_zero
 from lightning.pytorch.utilities import rank_zero as pytorch_rank_zero
 from lightning_utilities.core import rank_zero as utilities_rank_zero
 
-from transformer_nmt.training.ddp import adopt_hydra_launcher
-from transformer_nmt.training.run import resolve_model_config
+from transformer_nmt.cli.train import resolve_model_config
+from transformer_nmt.launch.ddp import adopt_hydra_launcher
 
 from ..training.conftest import REPO_ROOT
 

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from transformer_nmt.report import load_sweep, markdown_table
+from tests.training.conftest import REPO_ROOT
+from transformer_nmt.tracking.report import load_sweep, markdown_table
 
 EVAL_METRICS = {f"{split}/{name}" for split in ("val", "test") for name in ("loss", "ppl", "bleu")}
 
@@ -81,7 +82,7 @@ def test_wandb_runs_share_the_sweep_group_and_carry_their_overrides(tiny_sweep):
 
 def test_report_turns_the_sweep_into_a_two_row_table_and_a_plot(tiny_sweep, tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "transformer_nmt.report", str(tiny_sweep), "--out", str(tmp_path)],
+        [sys.executable, str(REPO_ROOT / "report.py"), str(tiny_sweep), "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         check=True,

@@ -5,8 +5,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from transformer_nmt.training import callbacks
-from transformer_nmt.training.callbacks import LastCheckpoint, StepSeed, TokenThroughput
+from transformer_nmt.callbacks import LastCheckpoint, StepSeed, TokenThroughput, throughput
 
 
 class _Module:
@@ -20,7 +19,7 @@ class _Module:
 
 def test_throughput_counts_non_pad_target_tokens_over_the_window(monkeypatch):
     clock = iter([0.0, 1.0, 3.0, 10.0, 11.0])
-    monkeypatch.setattr(callbacks.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(throughput.time, "perf_counter", lambda: next(clock))
     callback, module = TokenThroughput(window=2), _Module()
     batch = {"labels": torch.tensor([[5, 6, 2, 0], [7, 2, 0, 0]])}  # 5 tokens, 3 pads
     callback.on_train_start(None, module)  # t=0

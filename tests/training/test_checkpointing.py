@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from transformer_nmt.training.checkpointing import AtomicCheckpointIO
+from transformer_nmt.checkpoint import AtomicCheckpointIO
 
 
 class _Unpicklable:

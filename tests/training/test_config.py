@@ -9,10 +9,10 @@ import yaml
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
+from transformer_nmt.cli.train import build_callbacks, resolve_model_config, trainer_options
 from transformer_nmt.data import TranslationDataModule
 from transformer_nmt.model import TransformerConfig
-from transformer_nmt.training.loggers import ResilientWandbLogger, build_loggers
-from transformer_nmt.training.run import build_callbacks, resolve_model_config, trainer_options
+from transformer_nmt.tracking.loggers import ResilientWandbLogger, build_loggers
 from transformer_nmt.training.schedules import StepSchedule
 
 from .conftest import REPO_ROOT

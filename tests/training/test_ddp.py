@@ -4,7 +4,7 @@ import json
 
 import torch
 
-from transformer_nmt.training.ddp import config_flags, quote_override_value
+from transformer_nmt.launch.ddp import config_flags, quote_override_value
 
 from .conftest import run_train
 

@@ -5,8 +5,9 @@ import math
 import pytest
 import torch
 
-from transformer_nmt.training.final_eval import final_evaluation, finite_metrics
-from transformer_nmt.training.overrides import job_overrides, override_values
+from transformer_nmt.evaluation.final_eval import final_evaluation
+from transformer_nmt.tracking.overrides import job_overrides, override_values
+from transformer_nmt.tracking.summary import finite_metrics
 
 
 def test_override_values_are_typed_and_keyed_without_prefixes():

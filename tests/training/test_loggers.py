@@ -4,8 +4,8 @@ import logging
 
 import pytest
 
-from transformer_nmt.training import loggers
-from transformer_nmt.training.loggers import has_wandb_credentials, wandb_logger, wandb_mode
+from transformer_nmt.tracking import loggers
+from transformer_nmt.tracking.loggers import has_wandb_credentials, wandb_logger, wandb_mode
 
 
 @pytest.fixture

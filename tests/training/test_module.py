@@ -8,8 +8,9 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
+from transformer_nmt.cli.train import train
 from transformer_nmt.model import Transformer, TransformerConfig
-from transformer_nmt.training import TranslationModule, train
+from transformer_nmt.training import TranslationModule
 from transformer_nmt.training.loss import NonFiniteLossError
 
 from .conftest import REPO_ROOT

@@ -1,6 +1,6 @@
 """Data pipeline: parallel corpora -> tokenizer -> cached ids -> token-bucketed DDP batches."""
 
-from transformer_nmt.data.batching import (
+from transformer_nmt.data.bucketing import (
     PadCollator,
     ResumableDataLoader,
     TokenBucketBatchSampler,

@@ -13,7 +13,7 @@ from hydra.utils import to_absolute_path
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from torch.utils.data import DataLoader
 
-from transformer_nmt.data.batching import PadCollator, ResumableDataLoader, TokenBucketBatchSampler
+from transformer_nmt.data.bucketing import PadCollator, ResumableDataLoader, TokenBucketBatchSampler
 from transformer_nmt.data.encoding import (
     TranslationExamples,
     encode_texts,

@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 from torch.utils.data import Dataset
 
-from transformer_nmt.data.cache import build_atomically, fingerprint
+from transformer_nmt.atomic import build_directory_atomically
+from transformer_nmt.data.fingerprints import fingerprint
 from transformer_nmt.data.sources import ParallelSplit
 
 log = logging.getLogger(__name__)
@@ -116,7 +117,7 @@ def load_or_encode(
         encoded_now = True
         log.info("encoded %d pairs of %s", len(src), split.description)
 
-    build_atomically(entry, build, {"split": split.description})
+    build_directory_atomically(entry, build, {"split": split.description})
     return EncodedSplit.load(entry), encoded_now
 
 

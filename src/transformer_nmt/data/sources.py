@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from transformer_nmt.data.cache import file_digest, fingerprint
 from transformer_nmt.data.errors import DataError
+from transformer_nmt.data.fingerprints import file_digest, fingerprint
+from transformer_nmt.private_api import dataset_fingerprint
 
 SOURCES = ("hub", "local", "wmt16_files")
 LOGICAL_SPLITS = ("train", "val", "test")
@@ -151,7 +152,9 @@ class DatasetSplit:
     description: str
 
     def fingerprint(self) -> str:
-        return fingerprint("datasets", self.dataset._fingerprint, self.src_lang, self.tgt_lang)
+        return fingerprint(
+            "datasets", dataset_fingerprint(self.dataset), self.src_lang, self.tgt_lang
+        )
 
     def read(self) -> tuple[list[str], list[str]]:
         table = self.dataset.with_format("arrow")[:]

@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
 
-from transformer_nmt.data.cache import COMPLETE_MARKER, build_atomically, fingerprint, is_complete
+from transformer_nmt.atomic import COMPLETE_MARKER, build_directory_atomically, is_complete
 from transformer_nmt.data.errors import DataError
+from transformer_nmt.data.fingerprints import fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ def load_or_train_bpe(
             train_bpe(texts, vocab_size, count).save_pretrained(tmp_dir)
 
         info = {"kind": "bpe", "vocab_size": vocab_size, "format": BPE_FORMAT_VERSION}
-        build_atomically(entry, build, info)
+        build_directory_atomically(entry, build, info)
     return load_tokenizer(str(entry)), trained
 
 
@@ -145,7 +146,7 @@ def restore_tokenizer(files: dict[str, bytes], cache_dir: Path) -> Path:
         for name, data in files.items():
             (tmp_dir / Path(name).name).write_bytes(data)
 
-    return build_atomically(entry, build, {"kind": "embedded"})
+    return build_directory_atomically(entry, build, {"kind": "embedded"})
 
 
 def _decoder_start_id(tokenizer_dir: str, tokenizer) -> int:

@@ -5,11 +5,11 @@
 per sentence, best first; ``translate_token_ids`` batches lists of ids of any lengths.
 """
 
-from .batching import translate_token_ids
 from .beam import beam_search
 from .greedy import greedy_hypotheses, greedy_search, rerun_greedy_search
 from .hypothesis import Hypothesis
 from .lengths import gnmt_length_penalty, max_output_lengths
+from .translate_ids import translate_token_ids
 
 __all__ = [
     "Hypothesis",

@@ -1,28 +1,6 @@
-"""Evaluation: sacreBLEU/chrF, checkpoints (load, average), batched text translation, and the
-``BleuCallback`` that scores translations during training.
-"""
+"""Evaluation: sacreBLEU/chrF, batched text translation, and the final scoring of a run."""
 
-from .callback import BleuCallback
-from .checkpoint import (
-    CheckpointError,
-    LoadedCheckpoint,
-    average_checkpoints,
-    last_checkpoints,
-    load_checkpoint,
-    read_checkpoint,
-)
 from .metrics import CorpusScores, corpus_scores
 from .translator import Translator
 
-__all__ = [
-    "BleuCallback",
-    "CheckpointError",
-    "CorpusScores",
-    "LoadedCheckpoint",
-    "Translator",
-    "average_checkpoints",
-    "corpus_scores",
-    "last_checkpoints",
-    "load_checkpoint",
-    "read_checkpoint",
-]
+__all__ = ["CorpusScores", "Translator", "corpus_scores"]

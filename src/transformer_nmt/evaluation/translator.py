@@ -5,11 +5,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from transformer_nmt.checkpoint import LoadedCheckpoint
 from transformer_nmt.data.encoding import encode_texts
 from transformer_nmt.decoding import translate_token_ids
 from transformer_nmt.model import Transformer
-
-from .checkpoint import LoadedCheckpoint
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
 """The hand-built Transformer: ``TransformerConfig`` and ``Transformer``."""
 
 from .attention import MultiHeadAttention, scaled_dot_product_attention
-from .cache import KVCache
 from .config import TransformerConfig
+from .kv_cache import KVCache
 from .transformer import Transformer
 
 __all__ = [

@@ -5,9 +5,9 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from .attention import MultiHeadAttention
-from .cache import KVCache
 from .config import TransformerConfig
 from .feedforward import PositionwiseFeedForward
+from .kv_cache import KVCache
 from .residual import ResidualConnection
 
 

@@ -8,9 +8,9 @@ from contextlib import contextmanager
 from torch import Tensor, nn
 
 from .attention import MultiHeadAttention
-from .cache import KVCache
 from .config import TransformerConfig
 from .embeddings import TokenEmbedding
+from .kv_cache import KVCache
 from .layers import DecoderLayer, EncoderLayer
 from .masks import causal_mask, decoder_self_attention_mask, padding_mask
 from .positional import build_positional

@@ -9,12 +9,11 @@ import lightning.pytorch as pl
 import torch
 from torchmetrics import MeanMetric
 
+from transformer_nmt.checkpoint import embed_tokenizer_files
 from transformer_nmt.data import tokenizer_files
 from transformer_nmt.model import Transformer, TransformerConfig
 from transformer_nmt.training.loss import TokenLosses, check_finite_loss, label_smoothed_loss
 from transformer_nmt.training.schedules import StepSchedule, build_scheduler
-
-TOKENIZER_FILES_KEY = "tokenizer_files"  # checkpoint entry: {file name: bytes}
 
 
 class TranslationModule(pl.LightningModule):
@@ -63,8 +62,7 @@ class TranslationModule(pl.LightningModule):
         """Embed the tokenizer's files, so the checkpoint works where its cache does not exist."""
         if self._tokenizer_files is None:
             self._tokenizer_files = tokenizer_files(self.hparams.tokenizer_dir) or {}
-        if self._tokenizer_files:
-            checkpoint[TOKENIZER_FILES_KEY] = self._tokenizer_files
+        embed_tokenizer_files(checkpoint, self._tokenizer_files)
 
     def _losses(self, batch: dict) -> TokenLosses:
         logits = self._forward(batch["src_ids"], batch["tgt_in_ids"])

@@ -20,6 +20,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Sampler
 
+from transformer_nmt.private_api import batches_yielded
+
 log = logging.getLogger(__name__)
 
 
@@ -200,7 +202,7 @@ class ResumableDataLoader(DataLoader):
         sampler: TokenBucketBatchSampler = self.batch_sampler
         iterator = getattr(self, "_live_iterator", None)
         # torch's iterators count the batches they returned, whatever the workers prefetched
-        handed_out = iterator._num_yielded if iterator is not None else 0
+        handed_out = batches_yielded(iterator) if iterator is not None else 0
         epoch, done = sampler.position(handed_out)
         return {
             "epoch": epoch,

@@ -27,9 +27,13 @@ from contextlib import contextmanager
 
 import torch
 import torch.distributed
-from lightning.fabric.strategies.launchers.subprocess_script import _basic_subprocess_cmd
 from lightning.pytorch import Trainer
-from lightning.pytorch.strategies.launchers.subprocess_script import _SubprocessScriptLauncher
+
+from transformer_nmt.private_api import (
+    SubprocessScriptLauncher,
+    plain_script_command,
+    replace_launcher,
+)
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +54,7 @@ _CONFIG_FLAGS = ("--config-path", "-cp", "--config-name", "-cn", "--config-dir",
 _FORWARDED_HYDRA_KEYS = ("hydra.job.chdir", "hydra.verbose", "hydra/job_logging")
 
 
-class HydraJobLauncher(_SubprocessScriptLauncher):
+class HydraJobLauncher(SubprocessScriptLauncher):
     """Starts the other local ranks of the current Hydra job as ``python train.py <job args>``."""
 
     def _call_children_scripts(self) -> None:
@@ -77,7 +81,7 @@ def job_command(local_rank: int) -> tuple[list[str], str | None]:
     from hydra.core.hydra_config import HydraConfig
 
     if not HydraConfig.initialized():
-        return list(_basic_subprocess_cmd()), None
+        return plain_script_command(), None
     hydra = HydraConfig.get()
     command = _script_command() + config_flags(sys.argv[1:])
     command += list(hydra.overrides.task)
@@ -121,9 +125,12 @@ def adopt_hydra_launcher(trainer: Trainer) -> None:
     """Replace Lightning's script launcher on ``trainer`` by :class:`HydraJobLauncher`."""
     strategy = trainer.strategy
     launcher = strategy.launcher
-    if type(launcher) is _SubprocessScriptLauncher:
-        strategy._launcher = HydraJobLauncher(
-            launcher.cluster_environment, launcher.num_processes, launcher.num_nodes
+    if type(launcher) is SubprocessScriptLauncher:
+        replace_launcher(
+            strategy,
+            HydraJobLauncher(
+                launcher.cluster_environment, launcher.num_processes, launcher.num_nodes
+            ),
         )
 
 

@@ -10,11 +10,11 @@ sacreBLEU/chrF when ``bleu`` is set (once per run, so slow decoding never runs e
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import lightning.pytorch as pl
+
+from transformer_nmt.tracking.summary import finite_metrics
 
 log = logging.getLogger(__name__)
 
@@ -53,18 +53,8 @@ def final_evaluation(
     return metrics
 
 
-def finite_metrics(values: Mapping[str, Any], prefix: str = "") -> dict[str, float | None]:
-    """Metric tensors/numbers as floats (non-finite -> None), keeping keys starting with prefix."""
-    metrics = {}
-    for key, value in values.items():
-        if key.startswith(prefix):
-            number = float(value)
-            metrics[key] = number if math.isfinite(number) else None
-    return metrics
-
-
 def _bleu(trainer, module, split, beam_size, max_sentences) -> dict[str, float]:
-    from transformer_nmt.evaluation import BleuCallback
+    from transformer_nmt.callbacks import BleuCallback
 
     scorer = BleuCallback(beam_size=beam_size, score_test=False)
     scores = scorer.score(trainer, module, split, max_sentences)

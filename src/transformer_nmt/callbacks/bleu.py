@@ -8,10 +8,9 @@ from pathlib import Path
 
 import lightning.pytorch as pl
 
+from transformer_nmt.atomic import write_text_atomically
 from transformer_nmt.decoding import translate_token_ids
-
-from .atomic_files import write_text_atomically
-from .metrics import CorpusScores, corpus_scores
+from transformer_nmt.evaluation.metrics import CorpusScores, corpus_scores
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""``summary.json``: what one run did, for ``python -m transformer_nmt.report <sweep dir>``.
+"""``summary.json``: what one run did, for ``python report.py <sweep dir>``.
 
 Keys: ``status`` (finished | interrupted | failed) and ``error``; ``overrides`` (the job's
 command-line overrides, which define it within a sweep); ``model`` (every TransformerConfig field),
@@ -12,14 +12,16 @@ checkpoint's monitor, score and path).
 from __future__ import annotations
 
 import json
+import math
 import os
-import tempfile
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import lightning.pytorch as pl
-from lightning.pytorch.callbacks import ModelCheckpoint
+from transformer_nmt.atomic import write_text_atomically
 
-from transformer_nmt.training.final_eval import finite_metrics
+if TYPE_CHECKING:
+    import lightning.pytorch as pl
 
 SUMMARY_FILE = "summary.json"
 
@@ -35,6 +37,8 @@ def run_summary(
     fit_time_s: float | None = None,
 ) -> dict:
     """The summary of a run; ``metrics`` defaults to the trainer's last logged metrics."""
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
     if metrics is None:
         metrics = finite_metrics(trainer.callback_metrics)
     best = next((c for c in trainer.callbacks if isinstance(c, ModelCheckpoint)), None)
@@ -69,14 +73,14 @@ def _seconds(value: float | None) -> float | None:
 
 def write_summary(output_dir: str | os.PathLike, summary: dict) -> Path:
     """Write ``summary`` to ``<output_dir>/summary.json`` atomically; returns the path."""
-    path = Path(output_dir) / SUMMARY_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{SUMMARY_FILE}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(summary, handle, indent=2)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_text_atomically(Path(output_dir) / SUMMARY_FILE, json.dumps(summary, indent=2))
+
+
+def finite_metrics(values: Mapping[str, Any], prefix: str = "") -> dict[str, float | None]:
+    """Metric tensors/numbers as floats (non-finite -> None), keeping keys starting with prefix."""
+    metrics = {}
+    for key, value in values.items():
+        if key.startswith(prefix):
+            number = float(value)
+            metrics[key] = number if math.isfinite(number) else None
+    return metrics

@@ -1,4 +1,4 @@
-"""``train(cfg)``: build data, model, loggers and trainer from the composed config, then fit."""
+"""``python train.py``: data, model, loggers and trainer from the composed config, then fit."""
 
 from __future__ import annotations
 
@@ -12,15 +12,15 @@ from hydra.utils import instantiate
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint, ProgressBar
 from omegaconf import DictConfig, OmegaConf
 
+from transformer_nmt.checkpoint import AtomicCheckpointIO
+from transformer_nmt.evaluation.final_eval import final_evaluation
+from transformer_nmt.launch.ddp import adopt_hydra_launcher, distributed_job, wait_for_children
+from transformer_nmt.launch.host_memory import keep_freed_memory
 from transformer_nmt.model import TransformerConfig
-from transformer_nmt.training.checkpointing import AtomicCheckpointIO
-from transformer_nmt.training.ddp import adopt_hydra_launcher, distributed_job, wait_for_children
-from transformer_nmt.training.final_eval import final_evaluation, finite_metrics
-from transformer_nmt.training.host_memory import keep_freed_memory
-from transformer_nmt.training.loggers import build_loggers, finish_loggers
+from transformer_nmt.tracking.loggers import build_loggers, finish_loggers
+from transformer_nmt.tracking.overrides import job_overrides, override_values
+from transformer_nmt.tracking.summary import finite_metrics, run_summary, write_summary
 from transformer_nmt.training.module import TranslationModule
-from transformer_nmt.training.overrides import job_overrides, override_values
-from transformer_nmt.training.summary import run_summary, write_summary
 
 log = logging.getLogger(__name__)
 

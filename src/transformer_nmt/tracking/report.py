@@ -1,27 +1,24 @@
 """Collect a Hydra multirun into a Markdown table laid out like the paper's Table 3, and a plot.
 
-    python -m transformer_nmt.report multirun/2026-11-22/10-00-00 [--x model.n_heads]
-
 Each job directory of the sweep holds Hydra's ``.hydra/overrides.yaml`` (written when the job
 starts) and, once the run ends, the ``summary.json`` written by training (see
-``transformer_nmt.training.summary``). A job without a summary is reported as missing, and so is
+``transformer_nmt.tracking.summary``). A job without a summary is reported as missing, and so is
 a job the sweep's ``multirun.yaml`` promises (Hydra's basic sweeper) that has not started yet, so
 the command works on a sweep that is still running or partly failed.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-SUMMARY_FILE = "summary.json"
+from transformer_nmt.atomic import write_file_atomically, write_text_atomically
+from transformer_nmt.tracking.summary import SUMMARY_FILE
+
 DEV_PPL, DEV_BLEU = "val/ppl", "val/bleu"
 
 # (column heading, key in the summary's model config) — the paper's Table 3 columns.
@@ -94,15 +91,16 @@ def expected_jobs(sweep_dir: Path) -> list[dict[str, str]] | None:
     sweeper = hydra.get("sweeper") or {}
     if not str(sweeper.get("_target_", "")).endswith("basic_sweeper.BasicSweeper"):
         return None
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
+
+    from transformer_nmt.private_api import basic_sweeper_jobs
 
     arguments = [f"{key}={value}" for key, value in (sweeper.get("params") or {}).items()]
     arguments += list((hydra.get("overrides") or {}).get("task") or [])
     try:
         parsed = OverridesParser.create().parse_overrides(arguments)
-        jobs = BasicSweeper.split_arguments(parsed, max_batch_size=None)[0]
+        jobs = basic_sweeper_jobs(parsed)
     except HydraException:
         return None
     return [_override_dict(job) for job in jobs]
@@ -168,7 +166,9 @@ def plot(runs: list[Run], out_file: Path, x_key: str | None = None, metric: str 
         ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
     figure.tight_layout()
-    _atomic_save(out_file, lambda path: figure.savefig(path, format="png", dpi=120))
+    write_file_atomically(
+        out_file, lambda handle: figure.savefig(handle, format="png", dpi=120), binary=True
+    )
     return out_file
 
 
@@ -178,23 +178,9 @@ def write_report(sweep_dir: Path, out_dir: Path | None = None, x_key: str | None
     out_dir = out_dir or sweep_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     table_file = out_dir / "report.md"
-    _atomic_save(table_file, lambda path: Path(path).write_text(markdown_table(runs)))
+    write_text_atomically(table_file, markdown_table(runs))
     plot_file = plot(runs, out_dir / "report.png", x_key)
     return table_file, plot_file
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("sweep_dir", type=Path, help="a `python train.py -m` output directory")
-    parser.add_argument("--out", type=Path, default=None, help="where to write (default: sweep)")
-    parser.add_argument("--x", default=None, help="override key for the plot's x axis")
-    args = parser.parse_args(argv)
-    try:
-        table_file, plot_file = write_report(args.sweep_dir, args.out, args.x)
-    except FileNotFoundError as error:
-        parser.exit(2, f"error: {error}\n")
-    print(table_file.read_text())
-    print(f"wrote {table_file} and {plot_file}")
 
 
 def _override_dict(overrides: list[str]) -> dict[str, str]:
@@ -219,18 +205,3 @@ def _all_numeric(runs: list[Run], key: str) -> bool:
 
 def _natural_key(name: str):
     return [int(part) if part.isdigit() else part for part in Path(name).parts]
-
-
-def _atomic_save(target: Path, write) -> None:
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-if __name__ == "__main__":
-    main()

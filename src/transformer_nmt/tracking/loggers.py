@@ -20,6 +20,8 @@ from hydra.utils import instantiate
 from lightning.fabric.loggers.logger import rank_zero_experiment
 from lightning.pytorch.loggers import Logger, WandbLogger
 
+from transformer_nmt.private_api import forget_wandb_run, wandb_init_options, wandb_run
+
 log = logging.getLogger(__name__)
 
 _DEFAULT_WANDB_HOST = "https://api.wandb.ai"
@@ -106,22 +108,24 @@ class ResilientWandbLogger(WandbLogger):
     @property
     @rank_zero_experiment
     def experiment(self):
-        if self._experiment is None:
+        if wandb_run(self) is None:
+            options = wandb_init_options(self)
             try:
                 super().experiment  # noqa: B018 — starts the run
             except Exception as error:  # wandb raises several types for network/auth trouble
-                if self._wandb_init.get("mode") == "offline":
+                if options.get("mode") == "offline":
                     raise
                 log.warning("W&B: could not start an online run (%s); logging offline", error)
-                self._wandb_init["mode"] = "offline"
+                options["mode"] = "offline"
                 super().experiment  # noqa: B018
-            if self._wandb_init.get("mode") == "offline":
-                run_dir = Path(self._experiment.dir).parent
+            if options.get("mode") == "offline":
+                run_dir = Path(wandb_run(self).dir).parent
                 log.info("W&B: offline run in %s; upload with `wandb sync %s`", run_dir, run_dir)
-        return self._experiment
+        return wandb_run(self)
 
     def finish(self, success: bool) -> None:
         """Finish the run (rank 0; no-op if it never started)."""
-        if self._experiment is not None and hasattr(self._experiment, "finish"):
-            self._experiment.finish(exit_code=0 if success else 1)
-            self._experiment = None
+        run = wandb_run(self)
+        if run is not None and hasattr(run, "finish"):
+            run.finish(exit_code=0 if success else 1)
+            forget_wandb_run(self)

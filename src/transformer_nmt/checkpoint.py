@@ -1,11 +1,15 @@
-"""Reading training checkpoints (model + tokenizer + metadata) and averaging them.
+"""The checkpoint format: what a checkpoint holds, how it is written, read, loaded and averaged.
 
 A checkpoint of this project is a Lightning ``.ckpt`` whose ``hyper_parameters`` hold
 ``model_config`` (every :class:`~transformer_nmt.model.TransformerConfig` field),
 ``tokenizer_dir`` (for :func:`~transformer_nmt.data.load_tokenizer`), ``src_lang``,
-``tgt_lang``, ``bos_id``, ``eos_id`` and ``pad_id``, and whose ``state_dict`` holds the
-Transformer's parameters under the prefix ``model.``. It is read with plain ``torch.load``
-(pickle: load only checkpoints you trust), without importing the LightningModule.
+``tgt_lang``, ``bos_id``, ``eos_id`` and ``pad_id``; whose ``state_dict`` holds the
+Transformer's parameters under the prefix ``model.``; and whose ``tokenizer_files`` entry holds
+the tokenizer's files, so that it works where the tokenizer cache does not exist. It is read with
+plain ``torch.load`` (pickle: load only checkpoints you trust), without the LightningModule.
+
+Every checkpoint file is written atomically (:class:`AtomicCheckpointIO`, :func:`save_checkpoint`):
+a crash leaves the old file or the new one, never half of one.
 """
 
 from __future__ import annotations
@@ -16,13 +20,15 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
+from lightning.pytorch.plugins.io import TorchCheckpointIO
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from transformer_nmt.atomic import remove_stale_temporaries, write_file_atomically
+from transformer_nmt.data.config import default_cache_dir
 from transformer_nmt.model import Transformer, TransformerConfig
-
-from .atomic_files import save_torch_atomically
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +42,7 @@ REQUIRED_HYPER_PARAMETERS = (
     "pad_id",
 )
 MODEL_PREFIX = "model."
+TOKENIZER_FILES_KEY = "tokenizer_files"  # {file name: bytes}
 _COMPILED_PREFIX = "_orig_mod."  # torch.compile wraps the model; its keys gain this prefix
 # What an averaged checkpoint keeps besides its state_dict; optimizer and loop states go.
 _KEPT_ON_AVERAGING = (
@@ -46,9 +53,8 @@ _KEPT_ON_AVERAGING = (
     "hparams_name",
     "datamodule_hyper_parameters",
     "datamodule_hparams_name",
-    "tokenizer_files",
+    TOKENIZER_FILES_KEY,
 )
-DEFAULT_CACHE_DIR = "~/.cache/transformer_nmt"  # as conf/data/*.yaml
 _TRAIN_HINT = "expected a .ckpt written by this project's train.py"
 
 
@@ -70,6 +76,45 @@ class LoadedCheckpoint:
     eos_id: int
     pad_id: int
     hyper_parameters: dict
+
+
+# -- writing -----------------------------------------------------------------------------------
+
+
+def embed_tokenizer_files(checkpoint: dict[str, Any], files: Mapping[str, bytes] | None) -> None:
+    """Store a tokenizer's files in ``checkpoint`` (see :func:`tokenizer_files`)."""
+    if files:
+        checkpoint[TOKENIZER_FILES_KEY] = dict(files)
+
+
+def save_checkpoint(checkpoint: Mapping[str, Any], path: Path | str) -> Path:
+    """``torch.save`` a checkpoint dict to ``path`` atomically; returns the path."""
+    path = write_file_atomically(path, lambda handle: torch.save(checkpoint, handle), binary=True)
+    remove_stale_temporaries(path)
+    return path
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Lightning's ``TorchCheckpointIO`` with local saves through :func:`save_checkpoint`.
+
+    Lightning 2.6 saves through an fsspec transaction that writes into the *system* temp
+    directory and commits with ``shutil.move``: an atomic rename only when that directory shares
+    the checkpoint's filesystem, a copy (and a truncated ``last.ckpt`` if killed) otherwise, and
+    nothing is fsynced. Remote URLs keep Lightning's own path.
+    """
+
+    def save_checkpoint(
+        self, checkpoint: dict[str, Any], path: str | os.PathLike, storage_options: Any = None
+    ) -> None:
+        if "://" in str(path):
+            super().save_checkpoint(checkpoint, path, storage_options)
+            return
+        if storage_options is not None:
+            raise TypeError("AtomicCheckpointIO.save_checkpoint takes no storage_options")
+        save_checkpoint(checkpoint, path)
+
+
+# -- reading ------------------------------------------------------------------------------------
 
 
 def read_checkpoint(path: Path | str) -> dict:
@@ -175,11 +220,10 @@ def _tokenizer_location(checkpoint: Mapping) -> str:
     from transformer_nmt.data import restore_tokenizer
 
     named = str(checkpoint["hyper_parameters"]["tokenizer_dir"])
-    embedded = checkpoint.get("tokenizer_files")
+    embedded = checkpoint.get(TOKENIZER_FILES_KEY)
     if Path(named).exists() or not embedded:
         return named
-    cache_dir = os.path.expanduser(os.environ.get("TRANSFORMER_NMT_CACHE", DEFAULT_CACHE_DIR))
-    return str(restore_tokenizer(embedded, Path(cache_dir)))
+    return str(restore_tokenizer(embedded, Path(os.path.expanduser(default_cache_dir()))))
 
 
 def _load_matching_tokenizer(
@@ -214,6 +258,9 @@ def _load_matching_tokenizer(
             f"(model pad_id {config.pad_id}); {fix}"
         )
     return tokenizer
+
+
+# -- averaging ---------------------------------------------------------------------------------
 
 
 def average_checkpoints(paths: Sequence[Path | str], out_path: Path | str) -> Path:
@@ -261,7 +308,7 @@ def average_checkpoints(paths: Sequence[Path | str], out_path: Path | str) -> Pa
     averaged = {key: first[key] for key in _KEPT_ON_AVERAGING if key in first}
     averaged["state_dict"] = state_dict
     averaged["averaged_from"] = [str(p) for p in paths]
-    out_path = save_torch_atomically(averaged, out_path)
+    out_path = save_checkpoint(averaged, out_path)
     log.info("averaged %d checkpoints into %s", len(paths), out_path)
     return out_path
 

@@ -1,0 +1,88 @@
+"""``python evaluate.py``: translate a split with a checkpoint, score it with sacreBLEU and chrF."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+from transformer_nmt.atomic import write_text_atomically
+from transformer_nmt.checkpoint import LoadedCheckpoint
+from transformer_nmt.data.sources import LOGICAL_SPLITS
+from transformer_nmt.evaluation import corpus_scores
+
+from .errors import UsageError
+from .loading import load_from_config, translator_from_config
+
+log = logging.getLogger(__name__)
+
+
+def evaluate_command(cfg: DictConfig) -> dict:
+    """Translate one split, print BLEU and chrF with signatures, write hypotheses and scores."""
+    if cfg.split not in LOGICAL_SPLITS:
+        raise UsageError(f"split must be one of {list(LOGICAL_SPLITS)}, got {cfg.split!r}")
+    if cfg.max_sentences is not None and cfg.max_sentences < 1:
+        raise UsageError(f"max_sentences must be positive or null, got {cfg.max_sentences}")
+    checkpoint = load_from_config(cfg)
+    translator = translator_from_config(cfg, checkpoint)
+    pairs = _datamodule_in_checkpoint_direction(cfg.data, checkpoint).raw_pairs(cfg.split)
+    if cfg.max_sentences is not None:
+        pairs = pairs[: cfg.max_sentences]
+    if not pairs:
+        raise UsageError(f"split {cfg.split!r} of the data config holds no sentences")
+    started = time.perf_counter()
+    hypotheses = translator.translate([src for src, _ in pairs])
+    seconds = time.perf_counter() - started
+    scores = corpus_scores(hypotheses, [tgt for _, tgt in pairs])
+    print(scores.bleu_report)
+    print(scores.chrf_report)
+
+    output_dir = Path(cfg.output_dir)
+    hypotheses_path = output_dir / f"hyps.{cfg.split}.txt"
+    write_text_atomically(hypotheses_path, "".join(f"{h}\n" for h in hypotheses))
+    report = {
+        "bleu": scores.bleu,
+        "chrf": scores.chrf,
+        "bleu_signature": scores.bleu_signature,
+        "chrf_signature": scores.chrf_signature,
+        "bleu_details": scores.bleu_details,
+        "chrf_details": scores.chrf_details,
+        "split": cfg.split,
+        "n_sentences": len(pairs),
+        "src_lang": checkpoint.src_lang,
+        "tgt_lang": checkpoint.tgt_lang,
+        "ckpt": str(checkpoint.path),
+        "beam_size": cfg.beam_size,
+        "length_penalty": cfg.length_penalty,
+        "max_len_a": cfg.max_len_a,
+        "max_len_b": cfg.max_len_b,
+        "batch_size": cfg.batch_size,
+        "device": str(next(checkpoint.model.parameters()).device),
+        "decode_seconds": round(seconds, 3),
+        "hypotheses_file": str(hypotheses_path),
+    }
+    scores_path = output_dir / f"scores.{cfg.split}.json"
+    write_text_atomically(scores_path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    log.info("wrote %s and %s (%.1fs decoding)", hypotheses_path, scores_path, seconds)
+    return report
+
+
+def _datamodule_in_checkpoint_direction(data_cfg: DictConfig, checkpoint: LoadedCheckpoint):
+    """The data config's datamodule, reading pairs in the direction the checkpoint translates.
+
+    Only its raw sentences are used: the tokenizer always comes from the checkpoint.
+    """
+    direction = (checkpoint.src_lang, checkpoint.tgt_lang)
+    configured = (data_cfg.get("src_lang"), data_cfg.get("tgt_lang"))
+    if configured != direction:
+        log.warning(
+            "the checkpoint translates %s→%s; reading the data in that direction (the data "
+            "config says %s→%s)",
+            *direction,
+            *configured,
+        )
+    return instantiate(data_cfg, src_lang=checkpoint.src_lang, tgt_lang=checkpoint.tgt_lang)

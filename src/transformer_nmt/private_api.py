@@ -1,0 +1,85 @@
+"""Every use of a private API of Lightning, Hydra, torch, datasets or W&B, in one place.
+
+Each entry names what it reaches into and the versions it was checked against, so an upgrade
+that breaks one breaks here, visibly. Checked with lightning 2.6.6, hydra-core 1.3.8,
+torch 2.13.0, datasets 5.2.0 and wandb 0.31.0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# -- Lightning -----------------------------------------------------------------------------------
+
+
+def __getattr__(name: str) -> Any:
+    """``SubprocessScriptLauncher``: the launcher Lightning's ``ddp`` strategy uses to start ranks
+    1..N-1 by re-running the script (``lightning.pytorch.strategies.launchers.subprocess_script.
+    _SubprocessScriptLauncher``). ``launch.ddp.HydraJobLauncher`` subclasses it and overrides its
+    ``_call_children_scripts`` method. Imported on first use: Lightning is slow to import.
+    """
+    if name == "SubprocessScriptLauncher":
+        from lightning.pytorch.strategies.launchers import subprocess_script
+
+        return subprocess_script._SubprocessScriptLauncher
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def plain_script_command() -> list[str]:
+    """Lightning's command line for re-running the current script as another rank
+    (``lightning.fabric.strategies.launchers.subprocess_script._basic_subprocess_cmd``)."""
+    from lightning.fabric.strategies.launchers.subprocess_script import _basic_subprocess_cmd
+
+    return list(_basic_subprocess_cmd())
+
+
+def replace_launcher(strategy: Any, launcher: Any) -> None:
+    """Install ``launcher`` on a strategy (``Strategy._launcher``; Lightning has no setter)."""
+    strategy._launcher = launcher
+
+
+# -- torch ---------------------------------------------------------------------------------------
+
+
+def batches_yielded(iterator: Any) -> int:
+    """How many batches a ``DataLoader`` iterator has handed out, not counting what its workers
+    prefetched (``torch.utils.data.dataloader._BaseDataLoaderIter._num_yielded``)."""
+    return iterator._num_yielded
+
+
+# -- datasets ------------------------------------------------------------------------------------
+
+
+def dataset_fingerprint(dataset: Any) -> str:
+    """The content hash ``datasets`` keeps for a ``Dataset`` (``Dataset._fingerprint``)."""
+    return dataset._fingerprint
+
+
+# -- Hydra ---------------------------------------------------------------------------------------
+
+
+def basic_sweeper_jobs(parsed_overrides: list) -> list[list[str]]:
+    """The jobs Hydra's basic sweeper makes of parsed sweep overrides, as override lists
+    (``hydra._internal.core_plugins.basic_sweeper.BasicSweeper.split_arguments``)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+    return BasicSweeper.split_arguments(parsed_overrides, max_batch_size=None)[0]
+
+
+# -- W&B through Lightning's WandbLogger ---------------------------------------------------------
+
+
+def wandb_init_options(logger: Any) -> dict:
+    """The keyword arguments ``WandbLogger`` passes to ``wandb.init`` (``_wandb_init``);
+    mutable, read when the run starts."""
+    return logger._wandb_init
+
+
+def wandb_run(logger: Any) -> Any:
+    """The W&B run a ``WandbLogger`` has started, or None (``_experiment``)."""
+    return logger._experiment
+
+
+def forget_wandb_run(logger: Any) -> None:
+    """Make a ``WandbLogger`` start a new run on next use (``_experiment = None``)."""
+    logger._experiment = None

@@ -1,0 +1,1 @@
+"""What a run records: experiment loggers, its overrides, ``summary.json``, and sweep reports."""
