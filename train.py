@@ -7,6 +7,10 @@ The config lives in ``conf/`` (``conf/train.yaml`` lists the groups); the logic 
 import hydra
 from omegaconf import DictConfig
 
+from transformer_nmt.cli.config_schemas import register_config_schemas
+
+register_config_schemas()
+
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:

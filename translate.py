@@ -6,8 +6,11 @@ python translate.py ckpt_path=path/to.ckpt < input.en > output.de
 import hydra
 from omegaconf import DictConfig
 
+from transformer_nmt.cli.config_schemas import register_config_schemas
 from transformer_nmt.cli.errors import exit_on_user_error
 from transformer_nmt.cli.translate import translate_command
+
+register_config_schemas()
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="translate")

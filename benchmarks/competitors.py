@@ -57,7 +57,8 @@ def marian_config(config: TransformerConfig, bos_id: int, eos_id: int):
     """
     from transformers import MarianConfig
 
-    if not config.share_all_embeddings or config.norm != "post" or config.d_head is not None:
+    per_head = config.d_model // config.n_heads
+    if not config.share_all_embeddings or config.norm != "post" or config.d_k != per_head:
         raise ValueError("Marian is post-norm with one shared vocabulary and d_k = d_model / h")
     return MarianConfig(
         vocab_size=config.src_vocab_size,
@@ -126,16 +127,12 @@ def copy_into_marian(ours: Transformer, marian) -> None:
 
 def attention_projections(attention) -> dict[str, tuple[Tensor, Tensor]]:
     """(weight, bias) of W^Q, W^K, W^V and W^O of one of our attention modules."""
-    d_inner = attention.n_heads * attention.d_head
-    if hasattr(attention, "w_qkv"):  # fused projections: rows [W^Q; W^K; W^V]
-        weights = attention.w_qkv.weight.split(d_inner)
-        biases = attention.w_qkv.bias.split(d_inner)
-        q, k, v = zip(weights, biases, strict=True)
-    else:
-        q = (attention.w_q.weight, attention.w_q.bias)
-        k = (attention.w_k.weight, attention.w_k.bias)
-        v = (attention.w_v.weight, attention.w_v.bias)
-    return {"q": q, "k": k, "v": v, "o": (attention.w_o.weight, attention.w_o.bias)}
+    return {
+        "q": (attention.w_q.weight, attention.w_q.bias),
+        "k": (attention.w_k.weight, attention.w_k.bias),
+        "v": (attention.w_v.weight, attention.w_v.bias),
+        "o": (attention.w_o.weight, attention.w_o.bias),
+    }
 
 
 def _copy_attention(ours, theirs) -> None:

@@ -31,7 +31,7 @@ SEED_PAD_LENGTH = 64
 def build(args: argparse.Namespace, cache_dir: str) -> tuple[TranslationDataModule, float, float]:
     """A set-up datamodule, seconds to get its tokenizer, seconds to encode/load all splits."""
     dm = TranslationDataModule(
-        source="local",
+        source="text_files",
         data_dir=args.data_dir,
         splits={"test": "test_2016_flickr"},
         vocab_size=args.vocab_size,

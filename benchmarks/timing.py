@@ -221,7 +221,7 @@ def multi30k(data_dir: str, max_tokens: int = 2048, seed: int = 0) -> Iterator:
 
     with tempfile.TemporaryDirectory(prefix="transformer_nmt_bench_") as cache:
         dm = TranslationDataModule(
-            source="local",
+            source="text_files",
             data_dir=data_dir,
             splits={"test": "test_2016_flickr"},
             vocab_size=8000,

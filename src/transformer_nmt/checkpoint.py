@@ -169,8 +169,11 @@ def model_state_dict(checkpoint: Mapping) -> dict[str, torch.Tensor]:
 
 def model_config(checkpoint: Mapping, path: Path | str = "checkpoint") -> TransformerConfig:
     """The checkpoint's :class:`TransformerConfig`, with a clear error if it is not valid."""
+    options = dict(checkpoint["hyper_parameters"]["model_config"])
+    if "d_head" in options:  # older checkpoints: one d_head for d_k and d_v
+        options["d_k"] = options["d_v"] = options.pop("d_head")
     try:
-        return TransformerConfig(**checkpoint["hyper_parameters"]["model_config"])
+        return TransformerConfig(**options)
     except (TypeError, ValueError) as error:
         raise CheckpointError(
             f"{path} has an unusable model_config ({error}); it was written by an "

@@ -109,7 +109,7 @@ def make_dm(tiny_dir, cache_dir):
 
     def make(**overrides) -> TranslationDataModule:
         options = {
-            "source": "local",
+            "source": "text_files",
             "data_dir": str(tiny_dir),
             "vocab_size": 200,
             "max_len": 32,
@@ -128,7 +128,7 @@ def multi30k_dm(tmp_path_factory) -> TranslationDataModule:
     if not MULTI30K_DIR.is_dir():
         pytest.skip(f"Multi30k not found at {MULTI30K_DIR} (set MULTI30K_DIR)")
     dm = TranslationDataModule(
-        source="local",
+        source="text_files",
         data_dir=str(MULTI30K_DIR),
         splits={"test": "test_2016_flickr"},
         vocab_size=8000,

@@ -1,39 +1,49 @@
-"""The Hydra `data` group configs build the datamodule with every constructor argument."""
+"""The Hydra `data` options compose onto the DataConfig schema and build the data module."""
 
-import inspect
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
-from hydra.utils import instantiate
+from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from tests.data.conftest import REPO_ROOT
-from transformer_nmt.data import TranslationDataModule
-
-CONFIG_DIR = REPO_ROOT / "conf" / "data"
-PARAMETERS = set(inspect.signature(TranslationDataModule).parameters)
+from transformer_nmt.cli.config_schemas import register_config_schemas
+from transformer_nmt.data import DataConfig, TranslationDataModule
 
 
-@pytest.mark.parametrize("name", ["wmt16", "multi30k", "wmt16_local"])
-def test_config_sets_every_argument_and_instantiates(name, monkeypatch, tmp_path):
+def compose_data(option: str, *overrides: str):
+    register_config_schemas()
+    with initialize_config_dir(str(REPO_ROOT / "conf"), version_base="1.3"):
+        return compose("train", [f"data={option}", *overrides], return_hydra_config=True).data
+
+
+@pytest.mark.parametrize("option", ["wmt16", "multi30k", "text_files", "wmt16_files"])
+def test_every_option_is_the_schema_plus_its_changes(option, monkeypatch, tmp_path):
     monkeypatch.setenv("TRANSFORMER_NMT_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("MULTI30K_DIR", str(tmp_path / "multi30k"))
     monkeypatch.setenv("WMT16_DIR", str(tmp_path / "wmt16"))
-    config = OmegaConf.load(CONFIG_DIR / f"{name}.yaml")
-    assert set(config) - {"_target_", "_convert_"} == PARAMETERS
-    dm = instantiate(config)
-    assert isinstance(dm, TranslationDataModule)
+    data = compose_data(option, "data.data_dir=/corpus" if option == "text_files" else "seed=0")
+    assert list(data) == [f.name for f in fields(DataConfig)]
+    dm = TranslationDataModule(OmegaConf.to_object(data))
     assert dm.cache_dir == tmp_path / "cache"
-    if name == "multi30k":
-        assert dm.data_dir == tmp_path / "multi30k"
+    if option == "multi30k":
+        assert dm.data_dir == tmp_path / "multi30k" and dm.config.vocab_size == 8000
         assert dm.physical_splits == {"train": "train", "val": "val", "test": "test_2016_flickr"}
-    if name == "wmt16_local":
+    if option == "wmt16_files":
         assert dm.data_files["validation"] == str(tmp_path / "wmt16" / "validation.jsonl")
-    if name == "wmt16":
-        assert (dm.hub_name, dm.hub_config, dm.source) == ("wmt/wmt16", "de-en", "hub")
+    if option == "wmt16":
+        assert OmegaConf.to_object(data) == DataConfig(seed=0)  # the schema's defaults
+
+
+def test_an_unknown_or_mistyped_data_option_is_refused_at_composition():
+    with pytest.raises(Exception, match="vocab_sizes"):
+        compose_data("wmt16", "data.vocab_sizes=8000")
+    with pytest.raises(Exception, match="vocab_size"):
+        compose_data("wmt16", "data.vocab_size=many")
 
 
 def test_default_cache_dir_expands_home(monkeypatch):
     monkeypatch.delenv("TRANSFORMER_NMT_CACHE", raising=False)
-    dm = instantiate(OmegaConf.load(CONFIG_DIR / "wmt16.yaml"))
+    dm = TranslationDataModule(OmegaConf.to_object(compose_data("wmt16")))
     assert dm.cache_dir == Path.home() / ".cache" / "transformer_nmt"

@@ -8,7 +8,7 @@ import pytest
 
 from tests.data.conftest import write_text
 from transformer_nmt.data import DataError, TranslationDataModule
-from transformer_nmt.data.sources import open_local_split, read_lines
+from transformer_nmt.data.sources import open_text_files_split, read_lines
 
 
 def test_local_source_reads_gzip_and_plain_files_in_order(make_dm, tiny_pairs):
@@ -31,7 +31,7 @@ def test_lines_split_only_on_newline(tmp_path):
 def test_missing_directory_names_path_and_layout(tmp_path):
     missing = tmp_path / "nowhere"
     with pytest.raises(DataError, match="does not exist") as error:
-        open_local_split(missing, "train", "en", "de")
+        open_text_files_split(missing, "train", "en", "de")
     assert str(missing) in str(error.value)
     assert "{split}.{lang}.gz" in str(error.value)
 
@@ -142,7 +142,7 @@ def test_hub_without_network_or_cache_says_how_to_use_local_data(tmp_path, monke
         dm.prepare_data()
     message = str(error.value)
     assert "wmt/wmt16" in message and "de-en" in message
-    assert "data=multi30k data.data_dir=" in message and "data=wmt16_local" in message
+    assert "data=text_files data.data_dir=" in message and "data=wmt16_files" in message
     assert isinstance(error.value.__cause__, ConnectionError)
 
 
@@ -150,7 +150,7 @@ def test_hub_without_network_or_cache_says_how_to_use_local_data(tmp_path, monke
     ("options", "fragment"),
     [
         ({"source": "ftp"}, "unknown source"),
-        ({"source": "local"}, "needs data_dir"),
+        ({"source": "text_files"}, "needs data_dir"),
         ({"source": "wmt16_files"}, "needs data_files"),
         ({"tokenizer": "pretrained"}, "needs tokenizer_name"),
         ({"max_tokens": None, "batch_size": None}, "set max_tokens"),

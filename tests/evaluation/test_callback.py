@@ -10,10 +10,12 @@ from torch.utils.data import DataLoader
 
 from transformer_nmt.callbacks import BleuCallback
 from transformer_nmt.data.encoding import encode_texts
-from transformer_nmt.decoding import translate_token_ids
+from transformer_nmt.decoding import SearchOptions, translate_token_ids
 from transformer_nmt.evaluation import corpus_scores
 
 from .tiny_checkpoint import tiny_model
+
+GREEDY = SearchOptions(beam_size=1, max_len_b=10)
 
 
 class PairsDataModule(pl.LightningDataModule):
@@ -115,13 +117,13 @@ def expected_scores(module, datamodule, split, n=None):
     pairs = datamodule.raw_pairs(split)[:n]
     outputs = translate_token_ids(
         module.model, datamodule.encode_source([s for s, _ in pairs]),
-        datamodule.bos_id, datamodule.eos_id, beam_size=1, max_len_b=10,
+        datamodule.bos_id, datamodule.eos_id, GREEDY,
     )  # fmt: skip
     return corpus_scores([datamodule.decode(ids) for ids in outputs], [t for _, t in pairs])
 
 
 def test_val_bleu_is_logged_every_n_epochs_and_selects_checkpoints(tmp_path, workspace, datamodule):
-    bleu = BleuCallback(every_n_epochs=2, max_sentences=5, max_len_b=10)
+    bleu = BleuCallback(2, max_sentences=5, search=GREEDY, score_test=True, hypotheses_dir=None)
     scored_epochs = []
     original_score = bleu.score
 
@@ -149,9 +151,9 @@ def test_val_bleu_is_logged_every_n_epochs_and_selects_checkpoints(tmp_path, wor
     assert scores.bleu_signature in hparams
 
 
-def test_scoring_is_off_by_default_and_test_bleu_is_logged(tmp_path, workspace, datamodule):
+def test_scoring_is_off_at_zero_epochs_and_test_bleu_is_logged(tmp_path, workspace, datamodule):
     module = TranslationModule(tiny_model(len(workspace.tokenizer), 0).train())
-    bleu = BleuCallback(max_len_b=10, hypotheses_dir=str(tmp_path / "hyps"))
+    bleu = BleuCallback(0, None, GREEDY, score_test=True, hypotheses_dir=str(tmp_path / "hyps"))
     trainer = make_trainer(tmp_path, [bleu], max_epochs=1)
     trainer.fit(module, datamodule=datamodule)
     assert "val/bleu" not in trainer.callback_metrics
@@ -165,6 +167,6 @@ def test_scoring_is_off_by_default_and_test_bleu_is_logged(tmp_path, workspace, 
 
 def test_bad_callback_options_raise_clear_errors():
     with pytest.raises(ValueError, match="every_n_epochs must be >= 0"):
-        BleuCallback(every_n_epochs=-1)
+        BleuCallback(-1, None, GREEDY, True, None)
     with pytest.raises(ValueError, match="max_sentences must be positive"):
-        BleuCallback(max_sentences=0)
+        BleuCallback(1, 0, GREEDY, True, None)

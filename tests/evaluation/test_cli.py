@@ -31,8 +31,8 @@ def test_translate_keeps_one_line_per_line_and_stdout_clean(tmp_path, workspace)
     long_line = " ".join(["the small red dog runs in the park"] * 6)
     lines = ["A man plays with the ball.", "", "A dog runs.", long_line, "   ", "Two children."]
     result = run(
-        "translate.py", f"ckpt_path={workspace.ckpt_path}", "beam_size=2", "max_len_b=6",
-        cwd=tmp_path, stdin="\n".join(lines) + "\n",
+        "translate.py", f"ckpt_path={workspace.ckpt_path}",
+        "search.beam_size=2", "search.max_len_b=6", cwd=tmp_path, stdin="\n".join(lines) + "\n",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr.decode()
     outputs = result.stdout.decode("utf-8").split("\n")
@@ -52,7 +52,7 @@ def test_evaluate_prints_scores_and_writes_hypotheses_and_json(tmp_path, workspa
     result = run(
         "evaluate.py", f"ckpt_path={workspace.ckpt_path}", "data=multi30k",
         f"data.data_dir={workspace.corpus_dir}", f"data.cache_dir={tmp_path / 'cache'}",
-        "split=test", "beam_size=2", "max_len_b=6", f"hydra.run.dir={out}",
+        "split=test", "search.beam_size=2", "search.max_len_b=6", f"hydra.run.dir={out}",
         cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr.decode()
@@ -67,7 +67,7 @@ def test_evaluate_prints_scores_and_writes_hypotheses_and_json(tmp_path, workspa
     assert scores["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hypotheses, [references]).score)
     assert scores["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hypotheses, [references]).score)
     assert scores["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
-    assert scores["beam_size"] == 2 and scores["length_penalty"] == 0.6
+    assert scores["search"]["beam_size"] == 2 and scores["search"]["length_penalty"] == 0.6
     assert scores["ckpt"] == str(workspace.ckpt_path) and scores["decode_seconds"] >= 0
     assert not (tmp_path / "cache").exists()  # no tokenizer was trained for evaluation
 

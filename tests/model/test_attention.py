@@ -63,7 +63,8 @@ def copy_into_torch_mha(ours: MultiHeadAttention, d_model: int, n_heads: int) ->
 @pytest.mark.parametrize("attention", ["manual", "sdpa"])
 def test_multi_head_attention_matches_torch_multihead_attention(attention):
     d_model, n_heads = 32, 4
-    ours = MultiHeadAttention(d_model, n_heads, attention=attention).eval()
+    d_k = d_model // n_heads
+    ours = MultiHeadAttention(d_model, n_heads, d_k, d_k, attention=attention).eval()
     theirs = copy_into_torch_mha(ours, d_model, n_heads)
     x, memory = torch.randn(3, 6, d_model), torch.randn(3, 9, d_model)
     src = torch.tensor([[1] * 9, [1] * 5 + [0] * 4, [1] * 2 + [0] * 7])
@@ -82,7 +83,7 @@ def test_multi_head_attention_matches_torch_multihead_attention(attention):
 
 
 def test_captured_weights_are_distributions_over_real_keys():
-    mha = MultiHeadAttention(16, 2, attention="sdpa").eval()
+    mha = MultiHeadAttention(16, 2, 8, 8, attention="sdpa").eval()
     mha.capture_weights = True
     ids = torch.tensor([[3, 4, 0]])
     x = torch.randn(1, 3, 16)

@@ -30,10 +30,18 @@ def test_invalid_config_names_the_field(overrides, names):
         assert name in str(error.value)
 
 
-def test_explicit_d_head_lifts_divisibility_rule():
-    config = tiny_config(d_model=30, n_heads=4, d_head=8)
-    model = Transformer(config)
-    assert model.encoder.layers[0].self_attention.w_q.out_features == 32
+def test_explicit_d_k_and_d_v_lift_the_divisibility_rule():
+    config = tiny_config(d_model=30, n_heads=4, d_k=8, d_v=6)
+    attention = Transformer(config).encoder.layers[0].self_attention
+    assert attention.w_q.out_features == attention.w_k.out_features == 4 * 8
+    assert attention.w_v.out_features == attention.w_o.in_features == 4 * 6
+    assert attention.w_o.out_features == 30
+
+
+def test_d_k_and_d_v_default_to_d_model_over_h_and_n_layers_fills_both_stacks():
+    config = tiny_config(d_model=32, n_heads=4, n_layers=3, n_encoder_layers=None)
+    assert (config.d_k, config.d_v) == (8, 8)
+    assert (config.n_encoder_layers, config.n_decoder_layers) == (3, 2)
 
 
 def test_base_model_parameter_count_matches_the_paper_arithmetic():
@@ -48,7 +56,7 @@ def test_base_model_parameter_count_matches_the_paper_arithmetic():
     expected = embedding + n * encoder_layer + n * decoder_layer
     assert expected == 63_082_496  # ≈63.1M; the paper's Table 3 rounds to 65M
 
-    config = TransformerConfig(vocab, vocab, share_all_embeddings=True, tie_embeddings=True)
+    config = TransformerConfig(vocab, vocab, pad_id=0)  # the defaults share and tie
     assert Transformer(config).num_parameters() == expected
 
 

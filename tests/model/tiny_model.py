@@ -17,6 +17,7 @@ def tiny_config(**overrides) -> TransformerConfig:
         dropout=0.1,
         max_len=64,
         pad_id=PAD,
+        share_all_embeddings=False,  # the two vocabularies differ
     )
     fields.update(overrides)
     return TransformerConfig(**fields)

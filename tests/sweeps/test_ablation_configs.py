@@ -1,4 +1,5 @@
-"""Every ``experiment=ablate_*`` sweep expands into the jobs it promises, without training."""
+"""Every ``ablation=<axis>`` sweep expands into the jobs it promises, without training: the
+paper's Table 3 values on the paper's base, or the same sweep on the Multi30k base."""
 
 import functools
 import itertools
@@ -6,14 +7,15 @@ import itertools
 import lightning.pytorch as pl
 import pytest
 from hydra import compose, initialize_config_dir
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from lightning.fabric.utilities import rank_zero as fabric_rank_zero
 from lightning.pytorch.utilities import rank_zero as pytorch_rank_zero
 from lightning_utilities.core import rank_zero as utilities_rank_zero
 
+from transformer_nmt.cli.config_schemas import register_config_schemas
 from transformer_nmt.cli.train import resolve_model_config
 from transformer_nmt.launch.ddp import adopt_hydra_launcher
+from transformer_nmt.private_api import basic_sweeper_jobs
 
 from ..training.conftest import REPO_ROOT
 
@@ -22,24 +24,22 @@ RANK_ZERO_ONLY = [
     module.rank_zero_only for module in (fabric_rank_zero, pytorch_rank_zero, utilities_rank_zero)
 ]
 
-# experiment -> the swept model/config values of its jobs, in job order
+# ablation -> the swept values of its jobs, in job order: Table 3's rows and the base's value
 EXPECTED = {
-    "ablate_heads": {"model.n_heads": [1, 4, 8, 16]},
-    "ablate_dk": {"model.d_head": [8, 16, 32]},
-    "ablate_size": {
-        "model_size": ["base", "N2", "N4", "N8", "d_model128", "d_model512", "d_ff512", "d_ff2048"]
-    },
-    "ablate_regularization": {
-        "model.dropout": [0.0, 0.1, 0.2],
-        "label_smoothing": [0.0, 0.1, 0.2],
-    },
-    "ablate_positional": {"model.positional": ["sinusoidal", "learned"]},
-    "ablate_norm_warmup": {"model.norm": ["post", "pre"], "scheduler.warmup": [200, 2000]},
-    "ablate_layers": {"model.n_layers": [1, 2, 3, 4, 6]},
+    "heads": {"model.n_heads": [1, 4, 8, 16, 32]},  # (A)
+    "d_k": {"model.d_k": [16, 32, 64]},  # (B)
+    "layers": {"model.n_layers": [2, 4, 6, 8]},  # (C)
+    "d_model": {"model.d_model": [256, 512, 1024]},  # (C)
+    "d_ff": {"model.d_ff": [1024, 2048, 4096]},  # (C)
+    "dropout": {"model.dropout": [0.0, 0.1, 0.2]},  # (D)
+    "label_smoothing": {"label_smoothing": [0.0, 0.1, 0.2]},  # (D)
+    "positional": {"model.positional": ["sinusoidal", "learned"]},  # (E)
+    "norm_warmup": {"model.norm": ["post", "pre"], "scheduler.warmup": [1000, 4000, 16000]},
 }
 
 
 def compose_hydra(overrides: list[str]):
+    register_config_schemas()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         return compose("train", overrides=overrides, return_hydra_config=True)
 
@@ -51,8 +51,7 @@ def sweep_jobs(*args: str) -> list[list[str]]:
     fixed = [a for a in args if "," not in a]
     params = compose_hydra(fixed).hydra.sweeper.params or {}
     overrides = [f"{key}={value}" for key, value in params.items()] + list(args)
-    parsed = OverridesParser.create().parse_overrides(overrides)
-    return BasicSweeper.split_arguments(parsed, max_batch_size=None)[0]
+    return basic_sweeper_jobs(OverridesParser.create().parse_overrides(overrides))
 
 
 @functools.cache
@@ -62,56 +61,69 @@ def job_configs(*args: str) -> list:
 
 
 def value(cfg, key: str):
-    if key == "model_size":
-        return cfg.hydra.runtime.choices["model_size"]
     node = cfg
     for part in key.split("."):
         node = node[part]
     return node
 
 
-def test_every_ablate_experiment_is_listed_here():
-    assert sorted(p.stem for p in (CONF / "experiment").glob("ablate_*.yaml")) == sorted(EXPECTED)
+def model_of(cfg) -> dict:
+    return resolve_model_config(cfg.model, 37000, 0, cfg.data.max_len)  # a valid model
 
 
-@pytest.mark.parametrize("experiment", sorted(EXPECTED))
-def test_sweep_expands_to_the_grid_on_the_small_base_with_equal_budgets(experiment):
-    configs = job_configs(f"experiment={experiment}")
-    axes = EXPECTED[experiment]
-    assert len(configs) == len(list(itertools.product(*axes.values())))
+def test_every_ablation_is_listed_here():
+    assert sorted(p.stem for p in (CONF / "ablation").glob("*.yaml")) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("ablation", sorted(EXPECTED))
+def test_sweep_expands_to_the_papers_rows_on_the_papers_base(ablation):
+    configs = job_configs(f"ablation={ablation}")
+    axes = EXPECTED[ablation]
     got = [tuple(value(cfg, key) for key in axes) for cfg in configs]
     assert got == list(itertools.product(*axes.values()))
     for cfg in configs:
-        assert cfg.hydra.sweep.dir.startswith(f"multirun/{experiment}/")
-        assert cfg.data.source == "local" and cfg.data.vocab_size == 8000  # Multi30k
-        assert (cfg.trainer.max_steps, cfg.trainer.max_time) == (3000, None)  # equal budgets
+        assert cfg.hydra.sweep.dir.startswith(f"multirun/{ablation}/")
+        assert (cfg.data.source, cfg.data.vocab_size) == ("hub", 37000)  # WMT16, shared 37k BPE
+        assert (cfg.trainer.max_steps, cfg.trainer.max_time) == (100000, None)  # equal budgets
         assert cfg.final_eval.bleu and list(cfg.final_eval.splits) == ["val", "test"]
-        model = resolve_model_config(cfg.model, 8000, 0, cfg.data.max_len)  # a valid model
-        assert model["d_model"] % model["n_heads"] == 0 or model["d_head"]
+        assert cfg.search.beam_size == 4  # Table 3 used beam search, no averaging
+        model_of(cfg)
 
 
-def test_heads_keep_compute_fixed_and_size_changes_one_thing_at_a_time():
-    heads = job_configs("experiment=ablate_heads")
-    shapes = [(c.model.n_heads, c.model.d_model // c.model.n_heads) for c in heads]
-    assert shapes == [(1, 256), (4, 64), (8, 32), (16, 16)]  # h * d_k = d_model
-    sizes = {
-        c.hydra.runtime.choices["model_size"]: (c.model.n_layers, c.model.d_model, c.model.d_ff)
-        for c in job_configs("experiment=ablate_size")
-    }
-    assert sizes["base"] == (3, 256, 1024)
-    assert (sizes["N8"], sizes["d_model512"], sizes["d_ff2048"]) == (
-        (8, 256, 1024), (3, 512, 1024), (3, 256, 2048),
-    )  # fmt: skip
+def test_each_row_changes_only_its_own_quantities():
+    base = model_of(compose_hydra([]))
+    for ablation, axes in EXPECTED.items():
+        for cfg in job_configs(f"ablation={ablation}"):
+            changed = {k for k, v in model_of(cfg).items() if v != base[k]}
+            allowed = {key.removeprefix("model.") for key in axes}
+            if ablation == "heads" or ablation == "d_model":  # d_k = d_v = d_model / h follow
+                allowed |= {"d_k", "d_v"}
+            if ablation == "layers":
+                allowed |= {"n_encoder_layers", "n_decoder_layers"}
+            assert changed <= allowed, (ablation, changed)
 
 
-def test_paper_base_and_command_line_values_replace_the_small_ones():
-    configs = job_configs(
-        "experiment=ablate_heads", "ablation_base=paper", "model.n_heads=1,4,16,32"
-    )
-    assert [c.model.n_heads for c in configs] == [1, 4, 16, 32]
+def test_heads_keep_compute_fixed_and_d_k_leaves_d_v_alone():
+    heads = [model_of(c) for c in job_configs("ablation=heads")]
+    assert [(m["n_heads"], m["d_k"], m["d_v"]) for m in heads] == [
+        (1, 512, 512), (4, 128, 128), (8, 64, 64), (16, 32, 32), (32, 16, 16),
+    ]  # fmt: skip
+    d_k = [model_of(c) for c in job_configs("ablation=d_k")]
+    assert [(m["d_k"], m["d_v"]) for m in d_k] == [(16, 64), (32, 64), (64, 64)]
+
+
+def test_the_multi30k_base_and_command_line_values_replace_the_papers():
+    configs = job_configs("ablation=d_k", "experiment=multi30k_base", "model.d_k=8,16,32")
+    assert [c.model.d_k for c in configs] == [8, 16, 32]
     for cfg in configs:
-        assert (cfg.data.source, cfg.data.vocab_size, cfg.model.d_model) == ("hub", 37000, 512)
-        assert (cfg.model.norm, cfg.model.n_layers, cfg.trainer.max_steps) == ("post", 6, 100000)
+        assert (cfg.data.source, cfg.data.vocab_size, cfg.model.d_model) == (
+            "text_files",
+            8000,
+            256,
+        )
+        assert (cfg.model.norm, cfg.model.n_layers, cfg.trainer.max_steps) == ("post", 3, 3000)
+        assert cfg.final_eval.bleu and cfg.search.beam_size == 1
+        assert cfg.hydra.sweep.dir.startswith("multirun/d_k/")
 
 
 def test_slurm_launcher_takes_tasks_and_nodes_from_the_trainer():

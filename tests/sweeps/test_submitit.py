@@ -9,7 +9,7 @@ from .conftest import ablation_overrides, run_train
 def test_submitit_local_launcher_runs_each_job_in_its_own_process(tiny_overrides, tmp_path):
     sweep_dir = tmp_path / "sweep"
     run_train(
-        ["-m", "hydra/launcher=local", "experiment=ablate_positional"]
+        ["-m", "hydra/launcher=local", "ablation=positional", "experiment=multi30k_base"]
         + ablation_overrides(tiny_overrides)
         + ["trainer.max_steps=4", "final_eval.bleu=false", f"hydra.sweep.dir={sweep_dir}"],
         cwd=tmp_path,

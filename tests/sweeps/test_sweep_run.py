@@ -54,7 +54,7 @@ def test_each_job_writes_a_summary_with_final_val_and_test_scores(tiny_sweep):
         assert summary["status"] == "finished" and summary["steps"] == 8
         assert summary["model"]["norm"] == norm and summary["params"] > 0
         assert f"model.norm={norm}" in summary["overrides"]
-        assert "experiment=ablate_norm_warmup" in summary["overrides"]
+        assert "ablation=norm_warmup" in summary["overrides"]
         assert summary["wall_time_s"] >= summary["fit_time_s"] > 0
         metrics = summary["metrics"]
         assert set(metrics) >= EVAL_METRICS
@@ -64,7 +64,7 @@ def test_each_job_writes_a_summary_with_final_val_and_test_scores(tiny_sweep):
 
 def test_the_final_validation_is_not_repeated_when_the_last_one_saw_the_last_step(tiny_sweep):
     log = (tiny_sweep / "0" / "train.log").read_text()
-    assert log.count("val (epoch") == 1  # BLEU decoded once, at the end
+    assert log.count("decoded val (") == 1  # BLEU decoded once, at the end
     assert "final evaluation at step 8:" in log
 
 

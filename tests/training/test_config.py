@@ -7,10 +7,12 @@ from pathlib import Path
 import pytest
 import yaml
 from hydra import compose, initialize_config_dir
-from hydra.utils import instantiate
+from omegaconf import OmegaConf
 
+from transformer_nmt.cli.config_schemas import register_config_schemas
 from transformer_nmt.cli.train import build_callbacks, resolve_model_config, trainer_options
 from transformer_nmt.data import TranslationDataModule
+from transformer_nmt.decoding import SearchOptions
 from transformer_nmt.model import TransformerConfig
 from transformer_nmt.tracking.loggers import ResilientWandbLogger, build_loggers
 from transformer_nmt.training.schedules import StepSchedule
@@ -25,17 +27,37 @@ def options(group: str) -> list[str]:
 
 
 def compose_train(*overrides: str, output_dir: str = "/tmp/out"):
+    register_config_schemas()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         return compose("train", overrides=[f"output_dir={output_dir}", *overrides])
 
 
-def test_every_group_the_issue_names_has_its_options():
-    assert set(options("model")) >= {"postnorm", "prenorm", "base", "big", "tiny"}
+def test_every_group_has_its_options():
+    assert set(options("model")) == {"postnorm", "prenorm", "big", "tiny"}
     assert set(options("scheduler")) >= {"noam", "inverse_sqrt"}
     assert set(options("trainer")) >= {"default", "cpu", "gpu", "ddp"}
     assert set(options("logger")) >= {"wandb", "csv", "tensorboard", "many", "none"}
-    assert set(options("experiment")) >= {"seed_notebook", "paper_base", "multi30k"}
-    assert set(options("data")) >= {"wmt16", "multi30k", "wmt16_local"}
+    assert set(options("experiment")) == {"multi30k", "multi30k_base", "wmt16_10pct"}
+    assert set(options("data")) == {"wmt16", "multi30k", "text_files", "wmt16_files"}
+
+
+def test_no_two_model_options_build_the_same_model():
+    built = [
+        tuple(
+            sorted(resolve_model_config(compose_train(f"model={name}").model, 100, 0, 256).items())
+        )
+        for name in options("model")
+    ]
+    assert len(set(built)) == len(built)
+
+
+def test_the_default_run_is_the_papers_base_model_and_search():
+    cfg = compose_train()
+    model = TransformerConfig(**resolve_model_config(cfg.model, 37000, 0, 256))
+    assert model == TransformerConfig(37000, 37000, pad_id=0)  # the schema's defaults
+    assert OmegaConf.to_object(cfg.search) == SearchOptions()
+    assert (cfg.scheduler.name, cfg.scheduler.warmup, cfg.scheduler.d_model) == ("noam", 4000, 512)
+    assert cfg.label_smoothing == 0.1 and cfg.data.vocab_size == 37000
 
 
 @pytest.mark.parametrize("name", options("model"))
@@ -49,7 +71,7 @@ def test_model_options_build_a_valid_transformer_config(name):
 
 def test_paper_models_have_the_paper_shapes():
     base = compose_train("model=postnorm").model
-    assert (base.d_model, base.n_heads, base.n_encoder_layers, base.d_ff, base.norm) == (
+    assert (base.d_model, base.n_heads, base.n_layers, base.d_ff, base.norm) == (
         512, 8, 6, 2048, "post",
     )  # fmt: skip
     assert compose_train("model=prenorm").model.norm == "pre"
@@ -58,10 +80,12 @@ def test_paper_models_have_the_paper_shapes():
 
 
 def test_n_layers_sets_both_stacks_and_either_can_be_set_alone():
-    model = compose_train("model=prenorm", "model.n_layers=3").model
-    assert (model.n_encoder_layers, model.n_decoder_layers) == (3, 3)
-    model = compose_train("model.n_layers=4", "model.n_decoder_layers=2").model
-    assert (model.n_encoder_layers, model.n_decoder_layers) == (4, 2)
+    def stacks(*overrides):
+        config = resolve_model_config(compose_train(*overrides).model, 100, 0, 256)
+        return config["n_encoder_layers"], config["n_decoder_layers"]
+
+    assert stacks("model=prenorm", "model.n_layers=3") == (3, 3)
+    assert stacks("model.n_layers=4", "model.n_decoder_layers=2") == (4, 2)
 
 
 def test_model_config_errors_name_the_key_and_the_fix():
@@ -69,17 +93,22 @@ def test_model_config_errors_name_the_key_and_the_fix():
     with pytest.raises(ValueError, match="model.max_len=1024 is shorter than data.max_len=2000"):
         resolve_model_config(cfg.model, vocab_size=100, pad_id=0, data_max_len=2000)
     bad = compose_train("model.src_vocab_size=99").model
-    with pytest.raises(ValueError, match="leave model.src_vocab_size null"):
+    with pytest.raises(ValueError, match="leave model.src_vocab_size unset"):
         resolve_model_config(bad, vocab_size=100, pad_id=0, data_max_len=256)
+    with pytest.raises(Exception, match="Could not override 'model.n_head'"):
+        compose_train("model.n_head=4")
     typo = compose_train("+model.n_head=4").model
     with pytest.raises(ValueError, match=r"unknown model option\(s\) \['n_head'\]"):
         resolve_model_config(typo, vocab_size=100, pad_id=0, data_max_len=256)
+    with pytest.raises(Exception, match="n_heads"):
+        compose_train("model.n_heads=four")
 
 
 @pytest.mark.parametrize("name", options("scheduler"))
 def test_scheduler_options_peak_at_warmup(name):
     cfg = compose_train(f"scheduler={name}", "scheduler.warmup=50")
-    schedule = StepSchedule(d_model=512, **cfg.scheduler)
+    schedule = OmegaConf.to_object(cfg.scheduler)
+    assert isinstance(schedule, StepSchedule) and schedule.d_model == cfg.model.d_model
     assert schedule.lr(50) == max(schedule.lr(s) for s in range(1, 200))
 
 
@@ -111,8 +140,9 @@ def test_logger_options_build_their_loggers(name, tmp_path):
 
 @pytest.mark.parametrize("name", options("data"))
 def test_data_options_construct_the_data_module(name):
-    cfg = compose_train(f"data={name}")
-    datamodule = instantiate(cfg.data)  # construction only: no download, no tokenizer
+    needs_dir = name in ("text_files", "multi30k")
+    cfg = compose_train(f"data={name}", "data.data_dir=/corpus" if needs_dir else "seed=0")
+    datamodule = TranslationDataModule(OmegaConf.to_object(cfg.data))  # no download, no tokenizer
     assert isinstance(datamodule, TranslationDataModule)
     assert datamodule.seed == cfg.seed
 
@@ -121,29 +151,32 @@ def test_callbacks_build_and_progress_bar_follows_the_trainer_flag(tmp_path):
     cfg = compose_train(output_dir=str(tmp_path))
     names = {type(c).__name__ for c in build_callbacks(cfg.callbacks)}
     assert {"ModelCheckpoint", "LastCheckpoint", "RichProgressBar", "SampleTranslations"} <= names
+    samples = next(
+        c for c in build_callbacks(cfg.callbacks) if type(c).__name__ == "SampleTranslations"
+    )
+    assert samples.search == SearchOptions()  # the run's ``search`` node, as the dataclass
     assert "RichProgressBar" not in {
         type(c).__name__ for c in build_callbacks(cfg.callbacks, enable_progress_bar=False)
     }
 
 
 def test_experiments_apply_their_recipes():
-    seed = compose_train("experiment=seed_notebook")
-    assert (seed.model.norm, seed.model.n_encoder_layers, seed.model.n_decoder_layers) == (
-        "pre", 3, 3,
-    )  # fmt: skip
-    assert seed.data.train_split == "train[:10%]" and seed.data.tokenizer == "pretrained"
-    assert "opus-mt" in seed.data.tokenizer_name and seed.scheduler.warmup == 4000
-    paper = compose_train("experiment=paper_base")
-    assert (paper.model.norm, paper.model.d_model, paper.data.vocab_size) == ("post", 512, 37000)
-    assert paper.label_smoothing == 0.1 and paper.trainer.max_steps == 100000
+    notebook = compose_train("experiment=wmt16_10pct")
+    assert (notebook.model.norm, notebook.model.n_layers) == ("pre", 3)
+    assert notebook.data.train_split == "train[:10%]" and notebook.data.tokenizer == "pretrained"
+    assert "opus-mt" in notebook.data.tokenizer_name and notebook.scheduler.warmup == 4000
     small = compose_train("experiment=multi30k")
-    assert small.data.source == "local" and small.model.d_model == 256
+    assert small.data.source == "text_files" and small.model.d_model == 256
     assert small.data.splits.test == "test_2016_flickr"
     # README: the five newest epochs are kept apart from best/last, for average_checkpoints.py
     epochs = small.callbacks.epoch_checkpoints
     assert (epochs.monitor, epochs.mode, epochs.save_top_k) == ("step", "max", 5)
     assert Path(epochs.dirpath).parent == Path(small.callbacks.last_checkpoint.dirpath)
-    assert small.final_eval.bleu and small.final_eval.beam_size == 4
+    assert small.final_eval.bleu and small.search.beam_size == 4
+    base = compose_train("experiment=multi30k_base")
+    assert (base.model.norm, base.model.n_heads, base.model.d_model) == ("post", 8, 256)
+    assert (base.model.n_layers, base.model.d_ff, base.model.dropout) == (3, 1024, 0.1)
+    assert base.trainer.max_steps == 3000 and base.final_eval.bleu and base.search.beam_size == 1
 
 
 @pytest.mark.parametrize("experiment", [None, *options("experiment")])
@@ -158,6 +191,20 @@ def test_cfg_job_prints_the_composed_config(experiment, tmp_path):
     )
     assert result.returncode == 0, result.stderr
     cfg = yaml.safe_load(result.stdout)
-    assert {"model", "data", "scheduler", "trainer", "logger", "callbacks"} <= set(cfg)
-    assert cfg["data"]["_target_"] == "transformer_nmt.data.TranslationDataModule"
+    assert {"model", "data", "scheduler", "trainer", "logger", "callbacks", "search"} <= set(cfg)
+    assert cfg["model"]["src_vocab_size"] == "???"  # from the tokenizer
     assert not list(Path(tmp_path).iterdir())  # --cfg job writes no output dir
+
+
+def test_cfg_job_does_not_import_lightning(tmp_path):
+    """Reading the config stays fast: the schemas import torch at most, never Lightning."""
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", str(REPO_ROOT / "train.py"), "--cfg", "job"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines() if "|" in line}
+    assert "torch" in imported and "lightning" not in imported

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from transformer_nmt.evaluation.final_eval import final_evaluation
+from transformer_nmt.evaluation import FinalEvalConfig
 from transformer_nmt.tracking.overrides import job_overrides, override_values
 from transformer_nmt.tracking.summary import finite_metrics
 
@@ -32,7 +32,9 @@ def test_outside_hydra_a_job_has_no_overrides():
 
 def test_unknown_final_eval_split_is_a_clear_error():
     with pytest.raises(ValueError, match=r"unknown split\(s\) \['dev'\]; use \['val', 'test'\]"):
-        final_evaluation(None, None, None, splits=["val", "dev"])
+        FinalEvalConfig(splits=["val", "dev"])
+    with pytest.raises(ValueError, match="final_eval.max_sentences must be positive"):
+        FinalEvalConfig(max_sentences=0)
 
 
 def test_finite_metrics_keeps_a_prefix_and_nulls_non_finite_values():

@@ -59,7 +59,7 @@ def test_a_failing_online_start_falls_back_to_offline(
 
     monkeypatch.setattr(wandb, "init", fake_init)
     monkeypatch.setattr(wandb, "run", None)
-    logger = wandb_logger(project="p", save_dir=str(tmp_path), mode="online")
+    logger = wandb_logger(project="p", save_dir=str(tmp_path), mode="online", init_timeout=60)
     with caplog.at_level(logging.INFO, logger=loggers.__name__):
         run = logger.experiment
     assert modes == ["online", "offline"] and isinstance(run, _FakeRun)

@@ -19,7 +19,7 @@ from .conftest import REPO_ROOT
 def tiny_module(**overrides) -> TranslationModule:
     config = TransformerConfig(
         src_vocab_size=50, tgt_vocab_size=50, d_model=16, n_heads=2, n_encoder_layers=1,
-        n_decoder_layers=1, d_ff=32, share_all_embeddings=True,
+        n_decoder_layers=1, d_ff=32, pad_id=0,
     )  # fmt: skip
     options = dict(
         model_config=config.to_dict(), tokenizer_dir="tok", src_lang="en", tgt_lang="de",
@@ -64,7 +64,7 @@ def read_metrics(path) -> list[dict]:
 def test_a_few_steps_on_the_tiny_corpus_lower_the_loss(norm, tiny_overrides, tmp_path):
     overrides = [
         *tiny_overrides, f"model.norm={norm}", "trainer.max_steps=40",
-        "trainer.val_check_interval=20", "callbacks.samples=null",
+        "trainer.val_check_interval=20", "callbacks.sample_translations=null",
     ]  # fmt: skip
     best = train(compose_tiny(overrides, tmp_path))
     rows = read_metrics(tmp_path / "csv" / "metrics.csv")
@@ -81,7 +81,7 @@ def test_a_few_steps_on_the_tiny_corpus_lower_the_loss(norm, tiny_overrides, tmp
 
 
 def test_a_diverging_run_stops_with_a_clear_error(tiny_overrides, tmp_path):
-    overrides = [*tiny_overrides, "scheduler.factor=1e30", "callbacks.samples=null"]
+    overrides = [*tiny_overrides, "scheduler.factor=1e30", "callbacks.sample_translations=null"]
     with pytest.raises(NonFiniteLossError, match="not finite at step"):
         train(compose_tiny(overrides, tmp_path))
     summary = json.loads((tmp_path / "summary.json").read_text())

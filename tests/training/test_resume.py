@@ -28,7 +28,7 @@ def train_losses(run_dir) -> dict[int, tuple[float, float]]:
 
 
 def test_sigkill_mid_epoch_then_resume_continues_the_loss_curve(tiny_overrides, tmp_path):
-    base = [*tiny_overrides, "callbacks.samples=null", "trainer.val_check_interval=7"]
+    base = [*tiny_overrides, "callbacks.sample_translations=null", "trainer.val_check_interval=7"]
     killed = tmp_path / "killed"
     command = [sys.executable, str(REPO_ROOT / "train.py"), *base, "trainer.max_steps=100000"]
     command += ["callbacks.last_checkpoint.every_n_train_steps=5", f"hydra.run.dir={killed}"]

@@ -35,9 +35,9 @@ def test_inverse_sqrt_and_linear_warmup_reach_peak_lr_at_warmup():
 @pytest.mark.parametrize(
     "schedule",
     [
-        StepSchedule("noam", warmup=10, d_model=64),
-        StepSchedule("inverse_sqrt", warmup=10, d_model=64, peak_lr=1e-3),
-        StepSchedule("linear_warmup", warmup=10, d_model=64, peak_lr=1e-3),
+        StepSchedule(name="noam", warmup=10, d_model=64),
+        StepSchedule(name="inverse_sqrt", warmup=10, d_model=64, peak_lr=1e-3),
+        StepSchedule(name="linear_warmup", warmup=10, d_model=64, peak_lr=1e-3),
     ],
     ids=lambda s: s.name,
 )
@@ -55,7 +55,7 @@ def test_lambda_lr_uses_the_schedule_of_the_next_optimizer_step(schedule):
 
 
 def test_scheduler_state_survives_a_checkpoint_round_trip():
-    schedule = StepSchedule("noam", warmup=10, d_model=64)
+    schedule = StepSchedule(name="noam", warmup=10, d_model=64)
     optimizer = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
     scheduler = build_scheduler(optimizer, schedule)
     for _ in range(7):
@@ -70,11 +70,11 @@ def test_scheduler_state_survives_a_checkpoint_round_trip():
 
 def test_bad_schedule_settings_name_the_fix():
     with pytest.raises(ValueError, match="scheduler=<one of noam, inverse_sqrt"):
-        StepSchedule("cosine", warmup=10, d_model=64)
+        StepSchedule(name="cosine", warmup=10, d_model=64)
     with pytest.raises(ValueError, match="scheduler.warmup must be a positive integer"):
-        StepSchedule("noam", warmup=0, d_model=64)
+        StepSchedule(name="noam", warmup=0, d_model=64)
     with pytest.raises(ValueError, match="needs a positive scheduler.peak_lr"):
-        StepSchedule("inverse_sqrt", warmup=10, d_model=64)
+        StepSchedule(name="inverse_sqrt", warmup=10, d_model=64)
     optimizer = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))], lr=1e-3)
     with pytest.raises(ValueError, match="lr=1.0"):
-        build_scheduler(optimizer, StepSchedule("noam", warmup=10, d_model=64))
+        build_scheduler(optimizer, StepSchedule(name="noam", warmup=10, d_model=64))

@@ -19,7 +19,7 @@ class LastCheckpoint(Checkpoint):
     the next epoch, so that is only the fallback.
     """
 
-    def __init__(self, dirpath: str, every_n_train_steps: int = 1000) -> None:
+    def __init__(self, dirpath: str, every_n_train_steps: int) -> None:
         if every_n_train_steps < 1:
             raise ValueError(f"every_n_train_steps must be >= 1, got {every_n_train_steps}")
         self.path = Path(dirpath) / "last.ckpt"

@@ -8,7 +8,7 @@ import lightning.pytorch as pl
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 
-from transformer_nmt.decoding import greedy_search
+from transformer_nmt.decoding import SearchOptions, greedy_search
 
 log = logging.getLogger(__name__)
 
@@ -16,12 +16,13 @@ log = logging.getLogger(__name__)
 class SampleTranslations(Callback):
     """After each validation, greedy-translates the first ``num_samples`` sentences of rank 0's
     first validation batch and logs (source, reference, hypothesis): a table in W&B, text in
-    TensorBoard, and lines in the run log.
+    TensorBoard, and lines in the run log. Output lengths follow ``search`` (its
+    ``max_len_a``, ``max_len_b``); the search is greedy whatever its beam size, to stay fast.
     """
 
-    def __init__(self, num_samples: int = 4, max_len_a: float = 1.0, max_len_b: int = 50) -> None:
+    def __init__(self, num_samples: int, search: SearchOptions) -> None:
         self.num_samples = num_samples
-        self.max_len_a, self.max_len_b = max_len_a, max_len_b
+        self.search = search
         self._batch: dict | None = None
 
     def on_validation_batch_end(
@@ -63,8 +64,7 @@ class SampleTranslations(Callback):
             batch["src_ids"],
             hparams.bos_id,
             hparams.eos_id,
-            max_len_a=self.max_len_a,
-            max_len_b=self.max_len_b,
+            self.search,
         )
         decode = trainer.datamodule.decode  # reads up to EOS, drops special tokens
         rows = zip(batch["src_ids"], batch["labels"], hypotheses, strict=True)

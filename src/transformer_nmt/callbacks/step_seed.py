@@ -14,7 +14,7 @@ class StepSeed(Callback):
     (fairseq reseeds per update the same way). Ranks get different masks.
     """
 
-    def __init__(self, seed: int = 0) -> None:
+    def __init__(self, seed: int) -> None:
         self.seed = seed
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:

@@ -15,7 +15,7 @@ class TokenThroughput(Callback):
     Time spent in validation is not counted; data loading is.
     """
 
-    def __init__(self, window: int = 50) -> None:
+    def __init__(self, window: int) -> None:
         self.window = window
         self._history: list[tuple[float, int]] = []
         self._clock: float | None = None

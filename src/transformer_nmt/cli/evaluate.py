@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import asdict
 from pathlib import Path
 
-from hydra.utils import instantiate
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from transformer_nmt.atomic import write_text_atomically
 from transformer_nmt.checkpoint import LoadedCheckpoint
+from transformer_nmt.data.datamodule import TranslationDataModule
 from transformer_nmt.data.sources import LOGICAL_SPLITS
 from transformer_nmt.evaluation import corpus_scores
 
@@ -56,11 +57,7 @@ def evaluate_command(cfg: DictConfig) -> dict:
         "src_lang": checkpoint.src_lang,
         "tgt_lang": checkpoint.tgt_lang,
         "ckpt": str(checkpoint.path),
-        "beam_size": cfg.beam_size,
-        "length_penalty": cfg.length_penalty,
-        "max_len_a": cfg.max_len_a,
-        "max_len_b": cfg.max_len_b,
-        "batch_size": cfg.batch_size,
+        "search": asdict(translator.options),
         "device": str(next(checkpoint.model.parameters()).device),
         "decode_seconds": round(seconds, 3),
         "hypotheses_file": str(hypotheses_path),
@@ -85,4 +82,6 @@ def _datamodule_in_checkpoint_direction(data_cfg: DictConfig, checkpoint: Loaded
             *direction,
             *configured,
         )
-    return instantiate(data_cfg, src_lang=checkpoint.src_lang, tgt_lang=checkpoint.tgt_lang)
+    return TranslationDataModule(
+        OmegaConf.to_object(data_cfg), src_lang=checkpoint.src_lang, tgt_lang=checkpoint.tgt_lang
+    )

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import torch
 from hydra.utils import to_absolute_path
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from transformer_nmt.checkpoint import LoadedCheckpoint, load_checkpoint
+from transformer_nmt.decoding import SearchOptions
 from transformer_nmt.evaluation import Translator
 
 from .errors import UsageError
@@ -40,17 +41,14 @@ def load_from_config(cfg: DictConfig) -> LoadedCheckpoint:
     )
 
 
+def search_options(cfg: DictConfig) -> SearchOptions:
+    """The command's ``search`` node as :class:`SearchOptions`, checked."""
+    try:
+        return OmegaConf.to_object(cfg.search)
+    except ValueError as error:
+        raise UsageError(f"search: {error}") from error
+
+
 def translator_from_config(cfg: DictConfig, checkpoint: LoadedCheckpoint) -> Translator:
-    if cfg.beam_size < 1 or cfg.batch_size < 1:
-        raise UsageError(
-            f"beam_size and batch_size must be positive, got beam_size={cfg.beam_size} "
-            f"batch_size={cfg.batch_size}"
-        )
-    return Translator.from_checkpoint(
-        checkpoint,
-        beam_size=cfg.beam_size,
-        length_penalty=cfg.length_penalty,
-        max_len_a=cfg.max_len_a,
-        max_len_b=cfg.max_len_b,
-        batch_size=cfg.batch_size,
-    )
+    """A translator of the checkpoint's model and tokenizer with the command's search options."""
+    return Translator.from_checkpoint(checkpoint, search_options(cfg))

@@ -13,6 +13,7 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint, ProgressBar
 from omegaconf import DictConfig, OmegaConf
 
 from transformer_nmt.checkpoint import AtomicCheckpointIO
+from transformer_nmt.data.datamodule import TranslationDataModule
 from transformer_nmt.evaluation.final_eval import final_evaluation
 from transformer_nmt.launch.ddp import adopt_hydra_launcher, distributed_job, wait_for_children
 from transformer_nmt.launch.host_memory import keep_freed_memory
@@ -23,9 +24,6 @@ from transformer_nmt.tracking.summary import finite_metrics, run_summary, write_
 from transformer_nmt.training.module import TranslationModule
 
 log = logging.getLogger(__name__)
-
-# Keys of the ``model`` group that are not TransformerConfig fields.
-_MODEL_OPTIONS = ("compile", "n_layers")
 
 
 def train(cfg: DictConfig) -> float | None:
@@ -39,7 +37,7 @@ def _fit(cfg: DictConfig) -> float | None:
     if cfg.get("keep_freed_host_memory", False) and keep_freed_memory():
         log.info("glibc keeps freed memory in the heap (keep_freed_host_memory=true)")
     pl.seed_everything(cfg.seed, workers=True)
-    datamodule = instantiate(cfg.data)
+    datamodule = TranslationDataModule(OmegaConf.to_object(cfg.data))
     model_config = resolve_model_config(
         cfg.model, datamodule.vocab_size, datamodule.pad_id, datamodule.max_len
     )
@@ -55,7 +53,7 @@ def _fit(cfg: DictConfig) -> float | None:
         label_smoothing=cfg.label_smoothing,
         optimizer=OmegaConf.to_container(cfg.optimizer, resolve=True),
         scheduler=OmegaConf.to_container(cfg.scheduler, resolve=True),
-        compile=bool(cfg.model.get("compile", False)),
+        compile=bool(cfg.compile),
         run_config=run_config,
     )
     options = trainer_options(cfg.trainer)
@@ -80,9 +78,12 @@ def _fit(cfg: DictConfig) -> float | None:
         trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
         fit_time_s = time.perf_counter() - fit_started
         metrics = finite_metrics(trainer.callback_metrics)
-        if not trainer.interrupted and cfg.get("final_eval"):
-            options = OmegaConf.to_container(cfg.final_eval, resolve=True)
-            metrics.update(final_evaluation(trainer, module, datamodule, **options))
+        if not trainer.interrupted:
+            final_eval, search = (
+                OmegaConf.to_object(cfg.final_eval),
+                OmegaConf.to_object(cfg.search),
+            )
+            metrics.update(final_evaluation(trainer, module, datamodule, final_eval, search))
         wait_for_children(trainer)
         status = "interrupted" if trainer.interrupted else "finished"
     except BaseException as exception:
@@ -114,46 +115,40 @@ def _fit(cfg: DictConfig) -> float | None:
 
 
 def resolve_model_config(model_cfg: Any, vocab_size: int, pad_id: int, data_max_len: int) -> dict:
-    """All ``TransformerConfig`` fields as a plain dict, vocabulary and pad id taken from the data.
+    """All ``TransformerConfig`` fields as a plain dict, vocabulary sizes and pad id from the data.
 
-    ``model.src_vocab_size`` / ``tgt_vocab_size`` / ``pad_id`` are left null in the config and
-    filled here; ``share_all_embeddings: null`` becomes True, as the tokenizer is joint.
+    The ``model`` config leaves ``src_vocab_size``, ``tgt_vocab_size`` and ``pad_id`` unset
+    (``???``): they are the tokenizer's. A value set there must agree with it.
     """
     options = (
-        OmegaConf.to_container(model_cfg, resolve=True)
+        OmegaConf.to_container(model_cfg, resolve=True, throw_on_missing=False)
         if OmegaConf.is_config(model_cfg)
         else dict(model_cfg)
     )
-    for key in _MODEL_OPTIONS:
-        options.pop(key, None)
-    known = {f.name for f in fields(TransformerConfig)}
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise ValueError(
-            f"unknown model option(s) {unknown}; valid keys are "
-            f"{sorted(known | set(_MODEL_OPTIONS))}"
-        )
     for key, value in (
         ("src_vocab_size", vocab_size),
         ("tgt_vocab_size", vocab_size),
         ("pad_id", pad_id),
     ):
-        if options.get(key) is None:
+        if options.get(key) in (None, "???"):
             options[key] = value
         elif options[key] != value:
             raise ValueError(
                 f"model.{key}={options[key]} but the data's tokenizer has {value}; leave "
-                f"model.{key} null to take it from the data"
+                f"model.{key} unset to take it from the data"
             )
-    if options.get("share_all_embeddings") is None:
-        options["share_all_embeddings"] = True
-    max_len = options.get("max_len", TransformerConfig.max_len)
-    if max_len < data_max_len:
+    known = {f.name for f in fields(TransformerConfig)}
+    unknown = sorted(set(options) - known)
+    if unknown:  # a key added with +model.<key>=... that the schema does not have
+        raise ValueError(f"unknown model option(s) {unknown}; valid keys are {sorted(known)}")
+    config = TransformerConfig(**options)
+    if config.max_len < data_max_len:
         raise ValueError(
-            f"model.max_len={max_len} is shorter than data.max_len={data_max_len}: the decoder "
-            f"needs a position for every target token; raise model.max_len or lower data.max_len"
+            f"model.max_len={config.max_len} is shorter than data.max_len={data_max_len}: the "
+            f"decoder needs a position for every target token; raise model.max_len or lower "
+            f"data.max_len"
         )
-    return asdict(TransformerConfig(**options))
+    return asdict(config)
 
 
 def trainer_options(trainer_cfg: Any) -> dict:
@@ -169,7 +164,9 @@ def trainer_options(trainer_cfg: Any) -> dict:
 
 def build_callbacks(callbacks_cfg: Any, enable_progress_bar: bool = True) -> list[Callback]:
     """Instantiate every non-null entry of ``callbacks`` (progress bars only if enabled)."""
-    callbacks = [instantiate(spec) for spec in (callbacks_cfg or {}).values() if spec is not None]
+    specs = (callbacks_cfg or {}).values()
+    # _convert_="object": the ``search`` node they take becomes a SearchOptions
+    callbacks = [instantiate(spec, _convert_="object") for spec in specs if spec is not None]
     if not enable_progress_bar:
         callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
     return callbacks

@@ -5,7 +5,9 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 import lightning.pytorch as pl
 import torch
@@ -14,6 +16,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from torch.utils.data import DataLoader
 
 from transformer_nmt.data.bucketing import PadCollator, ResumableDataLoader, TokenBucketBatchSampler
+from transformer_nmt.data.config import DataConfig, default_cache_dir
 from transformer_nmt.data.encoding import (
     TranslationExamples,
     encode_texts,
@@ -27,7 +30,7 @@ from transformer_nmt.data.sources import (
     ParallelSplit,
     open_files_split,
     open_hub_split,
-    open_local_split,
+    open_text_files_split,
     resolve_splits,
 )
 from transformer_nmt.data.tokenizer import (
@@ -52,7 +55,8 @@ _MAX_ENCODING_PROCESSES = 8
 
 
 class TranslationDataModule(pl.LightningDataModule):
-    """Parallel text from the Hub (WMT16), WMT16-schema files or a Multi30k-layout directory.
+    """Parallel text from the Hub (WMT16), WMT16-schema files or a Multi30k-layout directory,
+    as configured by a :class:`~transformer_nmt.data.config.DataConfig`.
 
     ``prepare_data`` downloads, trains/loads the tokenizer and tokenises every split into the
     cache; ``setup`` loads what its stage needs (building anything missing, so it also works
@@ -65,49 +69,29 @@ class TranslationDataModule(pl.LightningDataModule):
     dropped; validation and test keep every pair so they match their references.
     """
 
-    def __init__(
-        self,
-        source: str = "hub",
-        data_dir: str | None = None,
-        data_files: Mapping[str, str | Sequence[str]] | None = None,
-        hub_name: str = "wmt/wmt16",
-        hub_config: str = "de-en",
-        train_split: str = "train",
-        splits: Mapping[str, str] | None = None,
-        src_lang: str = "en",
-        tgt_lang: str = "de",
-        tokenizer: str = "bpe",
-        tokenizer_name: str | None = None,
-        vocab_size: int = 8000,
-        max_len: int = 256,
-        max_tokens: int | None = 4096,
-        batch_size: int | None = None,
-        num_workers: int = 0,
-        seed: int = 0,
-        cache_dir: str = "~/.cache/transformer_nmt",
-    ) -> None:
+    def __init__(self, config: DataConfig | None = None, **options: Any) -> None:
+        """``TranslationDataModule(config)``, or keyword options for :class:`DataConfig`'s
+        fields (``TranslationDataModule(source="text_files", data_dir=...)``), or both."""
         super().__init__()
+        config = replace(config or DataConfig(), **options)
         # saved in checkpoints but not merged into the logger's hparams: Lightning raises there if
         # the model's hparams share a key (vocab_size, max_len, seed) with a different value
-        self.save_hyperparameters(logger=False)
-        _check_options(source, data_dir, data_files, tokenizer, tokenizer_name, src_lang, tgt_lang)
-        if max_len < 2:
-            raise DataError(f"max_len={max_len} leaves no room for a token plus BOS/EOS")
-        if max_tokens is None and batch_size is None:
-            raise DataError("set max_tokens (token budget per batch) or batch_size")
-        if max_tokens is not None and max_tokens < max_len:
-            raise DataError(f"max_tokens={max_tokens} must be at least max_len={max_len}")
-        self.source = source
-        self.data_dir = Path(to_absolute_path(data_dir)) if data_dir else None
-        self.data_files = _absolute_data_files(data_files)
-        self.hub_name, self.hub_config = hub_name, hub_config
-        self.physical_splits = resolve_splits(source, train_split, splits)
-        self.src_lang, self.tgt_lang = src_lang, tgt_lang
-        self.tokenizer_kind, self.tokenizer_name = tokenizer, tokenizer_name
-        self.bpe_vocab_size = vocab_size
-        self.max_len, self.max_tokens, self.batch_size = max_len, max_tokens, batch_size
-        self.num_workers, self.seed = num_workers, seed
-        self.cache_dir = Path(to_absolute_path(os.path.expanduser(cache_dir)))
+        self.save_hyperparameters(asdict(config), logger=False)
+        _check_options(config)
+        self.config = config
+        self.source = config.source
+        self.data_dir = Path(to_absolute_path(config.data_dir)) if config.data_dir else None
+        self.data_files = _absolute_data_files(config.data_files)
+        self.physical_splits = resolve_splits(config.source, config.train_split, config.splits)
+        self.src_lang, self.tgt_lang = config.src_lang, config.tgt_lang
+        self.max_len, self.max_tokens = config.max_len, config.max_tokens
+        self.batch_size, self.num_workers, self.seed = (
+            config.batch_size,
+            config.num_workers,
+            config.seed,
+        )
+        cache_dir = os.path.expanduser(config.cache_dir or default_cache_dir())
+        self.cache_dir = Path(to_absolute_path(cache_dir))
         self.encoding_processes = min(_MAX_ENCODING_PROCESSES, os.cpu_count() or 1)
 
         self._opened: dict[str, ParallelSplit] = {}
@@ -212,13 +196,13 @@ class TranslationDataModule(pl.LightningDataModule):
         if split not in self._opened:
             physical = self.physical_splits[split]
             langs = (self.src_lang, self.tgt_lang)
-            if self.source == "local":
-                self._opened[split] = open_local_split(self.data_dir, physical, *langs)
+            if self.source == "text_files":
+                self._opened[split] = open_text_files_split(self.data_dir, physical, *langs)
             elif self.source == "wmt16_files":
                 self._opened[split] = open_files_split(self.data_files, physical, *langs)
             else:
                 self._opened[split] = open_hub_split(
-                    self.hub_name, self.hub_config, physical, *langs
+                    self.config.hub_name, self.config.hub_config, physical, *langs
                 )
         return self._opened[split]
 
@@ -228,19 +212,19 @@ class TranslationDataModule(pl.LightningDataModule):
         return self._fingerprints[split]
 
     def _load_or_build_tokenizer(self) -> tuple[object, str]:
-        if self.tokenizer_kind == "pretrained":
-            return load_tokenizer(self.tokenizer_name), self.tokenizer_name
+        if self.config.tokenizer == "pretrained":
+            return load_tokenizer(self.config.tokenizer_name), self.config.tokenizer_name
         train = self._split("train")
         corpus_key = (
             self._fingerprint("train") + "|" + "-".join(sorted((self.src_lang, self.tgt_lang)))
         )
-        entry = bpe_cache_entry(self.cache_dir, corpus_key, self.bpe_vocab_size)
+        entry = bpe_cache_entry(self.cache_dir, corpus_key, self.config.vocab_size)
 
         def training_texts():
             src, tgt = train.read()
             return [*src, *tgt], len(src) + len(tgt)
 
-        tokenizer, trained = load_or_train_bpe(entry, self.bpe_vocab_size, training_texts)
+        tokenizer, trained = load_or_train_bpe(entry, self.config.vocab_size, training_texts)
         action = "trained" if trained else "loaded cached"
         _log_once(f"{action} joint BPE tokenizer ({len(tokenizer)} types) at {entry}")
         return tokenizer, str(entry)
@@ -291,24 +275,36 @@ class TranslationDataModule(pl.LightningDataModule):
         return 0, 1
 
 
-def _check_options(source, data_dir, data_files, tokenizer, tokenizer_name, src_lang, tgt_lang):
-    if source not in SOURCES:
-        raise DataError(f"unknown source {source!r}; expected one of {list(SOURCES)}")
-    if source == "local" and not data_dir:
-        raise DataError("source='local' needs data_dir, a directory of {split}.{lang}[.gz] files")
-    if source == "wmt16_files" and not data_files:
+def _check_options(config: DataConfig) -> None:
+    """Every option error that needs no file or network, before any data work."""
+    if config.source not in SOURCES:
+        raise DataError(f"unknown source {config.source!r}; expected one of {list(SOURCES)}")
+    if config.source == "text_files" and not config.data_dir:
         raise DataError(
-            "source='wmt16_files' needs data_files={'train': path, 'validation': path, "
+            "source=text_files needs data_dir, a directory of {split}.{lang}[.gz] files: set "
+            "data.data_dir=/path/to/corpus"
+        )
+    if config.source == "wmt16_files" and not config.data_files:
+        raise DataError(
+            "source=wmt16_files needs data_files={'train': path, 'validation': path, "
             "'test': path} of jsonl/parquet rows {'translation': {lang: text}}"
         )
-    if tokenizer not in TOKENIZERS:
-        raise DataError(f"unknown tokenizer {tokenizer!r}; expected one of {list(TOKENIZERS)}")
-    if tokenizer == "pretrained" and not tokenizer_name:
+    if config.tokenizer not in TOKENIZERS:
         raise DataError(
-            "tokenizer='pretrained' needs tokenizer_name, e.g. Helsinki-NLP/opus-mt-en-de"
+            f"unknown tokenizer {config.tokenizer!r}; expected one of {list(TOKENIZERS)}"
         )
-    if src_lang == tgt_lang:
-        raise DataError(f"src_lang and tgt_lang are both {src_lang!r}")
+    if config.tokenizer == "pretrained" and not config.tokenizer_name:
+        raise DataError(
+            "tokenizer=pretrained needs tokenizer_name, e.g. Helsinki-NLP/opus-mt-en-de"
+        )
+    if config.src_lang == config.tgt_lang:
+        raise DataError(f"src_lang and tgt_lang are both {config.src_lang!r}")
+    if config.max_len < 2:
+        raise DataError(f"max_len={config.max_len} leaves no room for a token plus BOS/EOS")
+    if config.max_tokens is None and config.batch_size is None:
+        raise DataError("set max_tokens (token budget per batch) or batch_size")
+    if config.max_tokens is not None and config.max_tokens < config.max_len:
+        raise DataError(f"max_tokens={config.max_tokens} must be at least max_len={config.max_len}")
 
 
 def _absolute_data_files(data_files: Mapping | None) -> dict | None:

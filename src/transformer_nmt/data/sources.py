@@ -18,16 +18,16 @@ from transformer_nmt.data.errors import DataError
 from transformer_nmt.data.fingerprints import file_digest, fingerprint
 from transformer_nmt.private_api import dataset_fingerprint
 
-SOURCES = ("hub", "local", "wmt16_files")
+SOURCES = ("hub", "text_files", "wmt16_files")
 LOGICAL_SPLITS = ("train", "val", "test")
 _DATASETS_SPLITS = {"train": "train", "val": "validation", "test": "test"}
-_LOCAL_SPLITS = {"train": "train", "val": "val", "test": "test"}
+_TEXT_FILES_SPLITS = {"train": "train", "val": "val", "test": "test"}
 _FILE_BUILDERS = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}
 _COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".zst")
 
 LOCAL_DATA_HINT = (
-    "to use local data instead, set data=multi30k data.data_dir=/path/to/dir (files "
-    "{split}.{lang}[.gz], one sentence per line) or data=wmt16_local "
+    "to use local data instead, set data=text_files data.data_dir=/path/to/dir (files "
+    "{split}.{lang}[.gz], one sentence per line) or data=wmt16_files "
     "data.data_files.train=/path/train.jsonl (rows {'translation': {'de': ..., 'en': ...}})"
 )
 
@@ -48,7 +48,7 @@ class ParallelSplit(Protocol):
 
 def resolve_splits(source: str, train_split: str, splits: Mapping[str, str] | None) -> dict:
     """Map the logical split names train/val/test to the source's physical split names."""
-    defaults = dict(_LOCAL_SPLITS if source == "local" else _DATASETS_SPLITS)
+    defaults = dict(_TEXT_FILES_SPLITS if source == "text_files" else _DATASETS_SPLITS)
     defaults["train"] = train_split
     unknown = sorted(set(splits or {}) - set(LOGICAL_SPLITS))
     if unknown:
@@ -60,7 +60,7 @@ def resolve_splits(source: str, train_split: str, splits: Mapping[str, str] | No
 
 
 @dataclass(frozen=True)
-class LocalTextSplit:
+class TextFilesSplit:
     """A split stored as two line-aligned text files ``{split}.{lang}`` or ``{split}.{lang}.gz``."""
 
     src_path: Path
@@ -98,7 +98,9 @@ def read_lines(path: Path) -> list[str]:
     return [line.strip() for line in lines]
 
 
-def open_local_split(data_dir: Path, split: str, src_lang: str, tgt_lang: str) -> LocalTextSplit:
+def open_text_files_split(
+    data_dir: Path, split: str, src_lang: str, tgt_lang: str
+) -> TextFilesSplit:
     """Find the two files of ``split`` in a Multi30k-layout directory or say what is missing."""
     layout = (
         f"expected a directory of line-aligned files named {{split}}.{{lang}} or "
@@ -127,7 +129,7 @@ def open_local_split(data_dir: Path, split: str, src_lang: str, tgt_lang: str) -
                 f"missing split file {data_dir / f'{split}.{lang}'}[.gz]; {layout}. "
                 f"The directory holds {present}; set data.splits if the split has another name"
             )
-    return LocalTextSplit(*paths)
+    return TextFilesSplit(*paths)
 
 
 def _find_split_file(data_dir: Path, split: str, lang: str) -> Path | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 from torch import Tensor
 
@@ -9,6 +11,7 @@ from transformer_nmt.model import Transformer
 
 from .hypothesis import Hypothesis, empty_hypothesis
 from .lengths import gnmt_length_penalty, max_output_lengths
+from .options import SearchOptions
 from .steps import banned_token_ids, decoding_mode, start_steps
 
 
@@ -17,17 +20,18 @@ def beam_search(
     src_ids: Tensor,
     bos_id: int,
     eos_id: int,
-    beam_size: int = 4,
-    length_penalty: float = 0.6,
-    max_len_a: float = 1.0,
-    max_len_b: int = 50,
+    options: SearchOptions | None = None,
+    *,
     n_best: int = 1,
     use_cache: bool = True,
+    **overrides,
 ) -> list[list[Hypothesis]]:
-    """Beam search over src_ids [B, S] (padded with ``model.config.pad_id``).
+    """Beam search over src_ids [B, S] (padded with ``model.config.pad_id``) with
+    ``options.beam_size`` beams; keyword ``overrides`` replace fields of ``options``.
 
     Returns per sentence up to ``n_best`` hypotheses, best score first, where score = summed
-    log-probability / ((5 + |Y|) / 6)^α with |Y| counting the EOS (paper: beam 4, α 0.6).
+    log-probability / ((5 + |Y|) / 6)^α with |Y| counting the EOS and α =
+    ``options.length_penalty`` (paper: beam 4, α 0.6).
 
     Each step keeps the ``beam_size`` best unfinished continuations per sentence, and
     finishes those EOS continuations that rank among the ``beam_size`` best. A sentence is
@@ -37,11 +41,13 @@ def beam_search(
     ``use_cache=False`` re-runs the decoder on the full prefix every step (the reference).
     ``beam_size=1`` gives exactly :func:`~transformer_nmt.decoding.greedy_search`'s tokens.
     """
+    options = replace(options or SearchOptions(), **overrides)
+    beam_size = options.beam_size
     _check_beam_arguments(model, beam_size, n_best, bos_id, eos_id)
     with decoding_mode(model):
         src_ids = src_ids.to(next(model.parameters()).device)
         limits = max_output_lengths(
-            src_ids, model.config.pad_id, max_len_a, max_len_b, model.config.max_len
+            src_ids, model.config.pad_id, options.max_len_a, options.max_len_b, model.config.max_len
         )
         finished: list[list[Hypothesis]] = [[] for _ in range(src_ids.size(0))]
         sentences = (limits > 0).nonzero().squeeze(1)  # rows of src_ids still decoding
@@ -49,7 +55,9 @@ def beam_search(
             steps = start_steps(
                 model, src_ids.index_select(0, sentences), bos_id, eos_id, use_cache
             )
-            search = _BeamState(sentences, limits[sentences], beam_size, eos_id, length_penalty)
+            search = _BeamState(
+                sentences, limits[sentences], beam_size, eos_id, options.length_penalty
+            )
             last = sentences.new_full((sentences.numel(),), bos_id)
             while True:
                 rows, same_sources, last = search.advance(steps.log_probs(last), finished)
@@ -178,8 +186,6 @@ class _BeamState:
 def _check_beam_arguments(
     model: Transformer, beam_size: int, n_best: int, bos_id: int, eos_id: int
 ) -> None:
-    if not isinstance(beam_size, int) or beam_size < 1:
-        raise ValueError(f"beam_size must be a positive integer, got {beam_size!r}")
     if not 1 <= n_best <= beam_size:
         raise ValueError(
             f"n_best must be between 1 and beam_size ({beam_size}), got {n_best}; "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 from torch import Tensor
 
@@ -9,6 +11,7 @@ from transformer_nmt.model import Transformer
 
 from .hypothesis import Hypothesis, empty_hypothesis
 from .lengths import gnmt_length_penalty, max_output_lengths
+from .options import SearchOptions
 from .steps import decoding_mode, start_steps
 
 
@@ -17,16 +20,17 @@ def greedy_search(
     src_ids: Tensor,
     bos_id: int,
     eos_id: int,
-    max_len_a: float = 1.0,
-    max_len_b: int = 50,
+    options: SearchOptions | None = None,
+    **overrides,
 ) -> list[list[int]]:
     """Greedy translations of src_ids [B, S] (padded with ``model.config.pad_id``), KV-cached.
 
     Returns per sentence its token ids without BOS, EOS or padding. A sentence stops at EOS
-    or after ⌊a·src_len + b⌋ tokens (at most ``model.config.max_len - 1``); an empty source
-    gives an empty output.
+    or after ⌊a·src_len + b⌋ tokens (``options.max_len_a``, ``max_len_b``; at most
+    ``model.config.max_len - 1``); an empty source gives an empty output. Keyword
+    ``overrides`` replace fields of ``options`` (``max_len_b=10``).
     """
-    hypotheses = greedy_hypotheses(model, src_ids, bos_id, eos_id, max_len_a, max_len_b)
+    hypotheses = greedy_hypotheses(model, src_ids, bos_id, eos_id, options, **overrides)
     return [hypothesis.tokens for hypothesis in hypotheses]
 
 
@@ -35,14 +39,14 @@ def rerun_greedy_search(
     src_ids: Tensor,
     bos_id: int,
     eos_id: int,
-    max_len_a: float = 1.0,
-    max_len_b: int = 50,
+    options: SearchOptions | None = None,
+    **overrides,
 ) -> list[list[int]]:
     """:func:`greedy_search` without a cache: the decoder re-runs on the whole prefix every
-    step (quadratic work, seed 001's way). The reference for tests and benchmarks.
+    step (quadratic work). The reference for tests and benchmarks.
     """
     hypotheses = greedy_hypotheses(
-        model, src_ids, bos_id, eos_id, max_len_a, max_len_b, use_cache=False
+        model, src_ids, bos_id, eos_id, options, use_cache=False, **overrides
     )
     return [hypothesis.tokens for hypothesis in hypotheses]
 
@@ -52,21 +56,22 @@ def greedy_hypotheses(
     src_ids: Tensor,
     bos_id: int,
     eos_id: int,
-    max_len_a: float = 1.0,
-    max_len_b: int = 50,
-    length_penalty: float = 0.6,
+    options: SearchOptions | None = None,
+    *,
     use_cache: bool = True,
+    **overrides,
 ) -> list[Hypothesis]:
     """:func:`greedy_search` returning a :class:`Hypothesis` per sentence (tokens, per-token
-    log-probabilities, score under GNMT ``length_penalty`` α); ``use_cache=False`` re-runs
-    the decoder on the full prefix every step.
+    log-probabilities, score under the GNMT length penalty ``options.length_penalty``);
+    ``use_cache=False`` re-runs the decoder on the full prefix every step.
 
     Finished sentences leave the batch, so they cost nothing in later steps.
     """
+    options = replace(options or SearchOptions(), **overrides)
     with decoding_mode(model):
         src_ids = src_ids.to(next(model.parameters()).device)
         limits = max_output_lengths(
-            src_ids, model.config.pad_id, max_len_a, max_len_b, model.config.max_len
+            src_ids, model.config.pad_id, options.max_len_a, options.max_len_b, model.config.max_len
         )
         longest = int(limits.max()) if limits.numel() else 0
         batch = src_ids.size(0)
@@ -95,7 +100,9 @@ def greedy_hypotheses(
                     best = best[running]
                     steps.select(running, same_sources=False)
                 last = best
-        return _to_hypotheses(tokens, token_log_probs, lengths, ended_with_eos, length_penalty)
+        return _to_hypotheses(
+            tokens, token_log_probs, lengths, ended_with_eos, options.length_penalty
+        )
 
 
 def _to_hypotheses(

@@ -10,36 +10,56 @@ sacreBLEU/chrF when ``bleu`` is set (once per run, so slow decoding never runs e
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import lightning.pytorch as pl
-
+from transformer_nmt.decoding import SearchOptions
+from transformer_nmt.evaluation.scoring import translate_and_score
 from transformer_nmt.tracking.summary import finite_metrics
+
+if TYPE_CHECKING:
+    import lightning.pytorch as pl
 
 log = logging.getLogger(__name__)
 
 SPLITS = ("val", "test")
 
 
+@dataclass
+class FinalEvalConfig:
+    """What is scored once after training: the schema of the ``final_eval`` config node."""
+
+    splits: list[str] = field(default_factory=lambda: list(SPLITS))  # [] turns it off
+    bleu: bool = False  # also decode each split (the ``search`` options) for sacreBLEU and chrF
+    max_sentences: int | None = None  # decode only the first n sentences of each split
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.splits) - set(SPLITS))
+        if unknown:
+            raise ValueError(
+                f"final_eval.splits has unknown split(s) {unknown}; use {list(SPLITS)}"
+            )
+        if self.max_sentences is not None and self.max_sentences < 1:
+            raise ValueError(
+                f"final_eval.max_sentences must be positive or null, got {self.max_sentences}"
+            )
+
+
 def final_evaluation(
     trainer: pl.Trainer,
     module: pl.LightningModule,
     datamodule: pl.LightningDataModule,
-    splits: Sequence[str] = SPLITS,
-    bleu: bool = False,
-    beam_size: int = 1,
-    max_sentences: int | None = None,
+    config: FinalEvalConfig,
+    search: SearchOptions,
 ) -> dict[str, float | None]:
     """``{split}/loss``, ``/nll``, ``/ppl`` (and ``/bleu``, ``/chrf``) of the final weights.
 
     Metrics go to the trainer's loggers as well (validation and test through Lightning, BLEU
     and chrF with :meth:`Logger.log_metrics` at the final step). Every rank must call this.
     """
-    unknown = sorted(set(splits) - set(SPLITS))
-    if unknown:
-        raise ValueError(f"final_eval.splits has unknown split(s) {unknown}; use {list(SPLITS)}")
     metrics: dict[str, float | None] = {}
-    for split in splits:
+    for split in config.splits:
         if split == "val" and getattr(module, "last_validated_step", None) == trainer.global_step:
             results = trainer.callback_metrics  # the last validation saw these very weights
         elif split == "val":
@@ -47,20 +67,15 @@ def final_evaluation(
         else:
             results = trainer.test(module, datamodule=datamodule, verbose=False)[0]
         metrics.update(finite_metrics(results, prefix=f"{split}/"))
-        if bleu and f"{split}/bleu" not in metrics:  # a BleuCallback may have scored it already
-            metrics.update(_bleu(trainer, module, split, beam_size, max_sentences))
+        if config.bleu and f"{split}/bleu" not in metrics:  # a BleuCallback may have scored it
+            scored = translate_and_score(
+                module.model, datamodule, split, search, config.max_sentences
+            )
+            bleu = {f"{split}/bleu": scored.scores.bleu, f"{split}/chrf": scored.scores.chrf}
+            for logger in trainer.loggers:
+                logger.log_metrics(bleu, step=trainer.global_step)
+            metrics.update(bleu)
     log.info("final evaluation at step %d: %s", trainer.global_step, _format(metrics))
-    return metrics
-
-
-def _bleu(trainer, module, split, beam_size, max_sentences) -> dict[str, float]:
-    from transformer_nmt.callbacks import BleuCallback
-
-    scorer = BleuCallback(beam_size=beam_size, score_test=False)
-    scores = scorer.score(trainer, module, split, max_sentences)
-    metrics = {f"{split}/bleu": scores.bleu, f"{split}/chrf": scores.chrf}
-    for logger in trainer.loggers:
-        logger.log_metrics(metrics, step=trainer.global_step)
     return metrics
 
 

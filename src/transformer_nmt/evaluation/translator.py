@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 
 from transformer_nmt.checkpoint import LoadedCheckpoint
 from transformer_nmt.data.encoding import encode_texts
-from transformer_nmt.decoding import translate_token_ids
+from transformer_nmt.decoding import SearchOptions, translate_token_ids
 from transformer_nmt.model import Transformer
 
 log = logging.getLogger(__name__)
@@ -19,7 +20,7 @@ class Translator:
     Sources are encoded like the training sources (token ids + EOS); a line longer than the
     model's ``max_len`` is truncated, with a warning. An empty (or blank) line translates to an
     empty line without running the model. Lines are decoded longest first in batches of
-    ``batch_size`` and returned in input order; beam_size=1 runs greedy search.
+    ``options.batch_size`` and returned in input order; ``options.beam_size=1`` is greedy.
     """
 
     def __init__(
@@ -28,32 +29,26 @@ class Translator:
         tokenizer,
         bos_id: int,
         eos_id: int,
-        beam_size: int = 4,
-        length_penalty: float = 0.6,
-        max_len_a: float = 1.0,
-        max_len_b: int = 50,
-        batch_size: int = 64,
+        options: SearchOptions | None = None,
+        **overrides,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.bos_id, self.eos_id = bos_id, eos_id
-        self.search_options = dict(
-            beam_size=beam_size,
-            length_penalty=length_penalty,
-            max_len_a=max_len_a,
-            max_len_b=max_len_b,
-            batch_size=batch_size,
-        )
+        self.options = replace(options or SearchOptions(), **overrides)
 
     @classmethod
-    def from_checkpoint(cls, checkpoint: LoadedCheckpoint, **search_options) -> Translator:
-        """A translator for a :func:`~transformer_nmt.evaluation.load_checkpoint` result."""
+    def from_checkpoint(
+        cls, checkpoint: LoadedCheckpoint, options: SearchOptions | None = None, **overrides
+    ) -> Translator:
+        """A translator for a :func:`~transformer_nmt.checkpoint.load_checkpoint` result."""
         return cls(
             checkpoint.model,
             checkpoint.tokenizer,
             checkpoint.bos_id,
             checkpoint.eos_id,
-            **search_options,
+            options,
+            **overrides,
         )
 
     def encode(
@@ -91,9 +86,7 @@ class Translator:
         nonempty = [i for i, text in enumerate(texts) if text]
         line_numbers = [first_line_number + i for i in nonempty]
         sources = self.encode([texts[i] for i in nonempty], line_numbers)
-        outputs = translate_token_ids(
-            self.model, sources, self.bos_id, self.eos_id, **self.search_options
-        )
+        outputs = translate_token_ids(self.model, sources, self.bos_id, self.eos_id, self.options)
         translations = [""] * len(texts)
         for i, ids in zip(nonempty, outputs, strict=True):
             translations[i] = self.decode(ids)

@@ -37,6 +37,9 @@ class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1, …, head_h) W^O,
     where head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
 
+    W_i^Q, W_i^K project d_model to d_k and W_i^V to d_v, per head; the h heads of each are one
+    ``nn.Linear`` to h·d_k (h·d_v), and W^O maps h·d_v back to d_model.
+
     ``attention="manual"`` runs :func:`scaled_dot_product_attention`; ``"sdpa"`` runs
     :func:`torch.nn.functional.scaled_dot_product_attention`, the same maths in a fused kernel.
     Set ``capture_weights = True`` (see ``Transformer.capture_attention``) to keep the attention
@@ -47,18 +50,17 @@ class MultiHeadAttention(nn.Module):
         self,
         d_model: int,
         n_heads: int,
-        d_head: int | None = None,
+        d_k: int,
+        d_v: int,
         dropout: float = 0.0,
         attention: str = "manual",
     ) -> None:
         super().__init__()
-        self.n_heads = n_heads
-        self.d_head = d_head if d_head is not None else d_model // n_heads
-        inner = n_heads * self.d_head
-        self.w_q = nn.Linear(d_model, inner)
-        self.w_k = nn.Linear(d_model, inner)
-        self.w_v = nn.Linear(d_model, inner)
-        self.w_o = nn.Linear(inner, d_model)
+        self.n_heads, self.d_k, self.d_v = n_heads, d_k, d_v
+        self.w_q = nn.Linear(d_model, n_heads * d_k)
+        self.w_k = nn.Linear(d_model, n_heads * d_k)
+        self.w_v = nn.Linear(d_model, n_heads * d_v)
+        self.w_o = nn.Linear(n_heads * d_v, d_model)
         self.dropout_p = dropout
         self.dropout = nn.Dropout(dropout)
         self.attention = attention
@@ -66,24 +68,25 @@ class MultiHeadAttention(nn.Module):
         self.weights: Tensor | None = None
 
     def split_heads(self, x: Tensor) -> Tensor:
-        """[B, T, h·d_k] -> [B, h, T, d_k]"""
-        batch, length, _ = x.shape
-        return x.view(batch, length, self.n_heads, self.d_head).transpose(1, 2)
+        """[B, T, h·d] -> [B, h, T, d] (d = d_k or d_v)"""
+        batch, length, width = x.shape
+        return x.view(batch, length, self.n_heads, width // self.n_heads).transpose(1, 2)
 
     def merge_heads(self, x: Tensor) -> Tensor:
-        """[B, h, T, d_k] -> [B, T, h·d_k]"""
-        batch, _, length, _ = x.shape
-        return x.transpose(1, 2).reshape(batch, length, self.n_heads * self.d_head)
+        """[B, h, T, d_v] -> [B, T, h·d_v]"""
+        batch, heads, length, width = x.shape
+        return x.transpose(1, 2).reshape(batch, length, heads * width)
 
     def project_key_value(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """K = x W^K and V = x W^V, split into heads: each [B, h, S, d_k].
+        """K = x W^K [B, h, S, d_k] and V = x W^V [B, h, S, d_v], split into heads.
 
         Exposed separately so that incremental decoding can cache them.
         """
         return self.split_heads(self.w_k(x)), self.split_heads(self.w_v(x))
 
     def attend(self, x: Tensor, key: Tensor, value: Tensor, mask: Tensor | None) -> Tensor:
-        """x [B, T, d_model] attends to key/value heads [B, h, S, d_k]; returns [B, T, d_model]."""
+        """x [B, T, d_model] attends to keys [B, h, S, d_k] and values [B, h, S, d_v];
+        returns [B, T, d_model]."""
         query = self.split_heads(self.w_q(x))
         if self.attention == "sdpa" and not self.capture_weights:
             dropout_p = self.dropout_p if self.training else 0.0

@@ -14,7 +14,8 @@ class KVCache:
     """Per decoder layer: self-attention keys/values of the steps decoded so far, which grow by
     one step per call, and cross-attention keys/values of the encoder memory, computed once.
 
-    All tensors are [B, h, length, d_k]. ``reorder`` follows beam search's choice of parents.
+    Keys are [B, h, length, d_k], values [B, h, length, d_v]. ``reorder`` follows beam search's
+    choice of parents.
     """
 
     def __init__(self, n_layers: int) -> None:

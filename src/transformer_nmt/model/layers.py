@@ -13,7 +13,12 @@ from .residual import ResidualConnection
 
 def _attention(config: TransformerConfig) -> MultiHeadAttention:
     return MultiHeadAttention(
-        config.d_model, config.n_heads, config.d_head, config.attention_dropout, config.attention
+        config.d_model,
+        config.n_heads,
+        config.d_k,
+        config.d_v,
+        config.attention_dropout,
+        config.attention,
     )
 
 

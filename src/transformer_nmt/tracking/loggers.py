@@ -61,12 +61,13 @@ def has_wandb_credentials() -> bool:
 
 
 def wandb_logger(
-    project: str = "transformer-nmt",
-    save_dir: str = ".",
+    project: str,
+    save_dir: str,
     mode: str | None = None,
     group: str | None = None,
     name: str | None = None,
-    init_timeout: float = 60.0,
+    *,
+    init_timeout: float,
     **kwargs: Any,
 ) -> ResilientWandbLogger:
     """A W&B logger; ``group`` defaults to the Hydra sweep dir in a multirun and ``name`` to the

@@ -27,7 +27,8 @@ MODEL_COLUMNS = [
     ("d_model", "d_model"),
     ("d_ff", "d_ff"),
     ("h", "n_heads"),
-    ("d_k", "head_dim"),
+    ("d_k", "d_k"),
+    ("d_v", "d_v"),
     ("P_drop", "dropout"),
     ("norm", "norm"),
     ("positional", "positional"),
@@ -52,7 +53,8 @@ class Run:
 
     def model_value(self, key: str):
         model = (self.summary or {}).get("model", {})
-        if key == "head_dim" and model:
+        if key in ("d_k", "d_v") and model and model.get(key) is None:
+            # older summaries hold one d_head (= d_k = d_v)
             return model.get("d_head") or model["d_model"] // model["n_heads"]
         return model.get(key)
 

@@ -13,6 +13,7 @@ from transformer_nmt.checkpoint import embed_tokenizer_files
 from transformer_nmt.data import tokenizer_files
 from transformer_nmt.model import Transformer, TransformerConfig
 from transformer_nmt.training.loss import TokenLosses, check_finite_loss, label_smoothed_loss
+from transformer_nmt.training.optimizer import AdamConfig, build_adam
 from transformer_nmt.training.schedules import StepSchedule, build_scheduler
 
 
@@ -50,7 +51,8 @@ class TranslationModule(pl.LightningModule):
             )
         self.save_hyperparameters(logger=False)
         self.model = Transformer(TransformerConfig(**model_config))
-        self.schedule = StepSchedule(d_model=self.model.config.d_model, **(scheduler or {}))
+        # Noam's d_model is the model's, whatever the scheduler config says
+        self.schedule = StepSchedule(**{**(scheduler or {}), "d_model": self.model.config.d_model})
         # A compiled *function*, not a registered module: parameter names stay ``model.*``.
         self._forward = torch.compile(self.model.forward) if compile else self.model.forward
         self.eval_loss = MeanMetric()  # validation or test, whichever runs
@@ -109,13 +111,8 @@ class TranslationModule(pl.LightningModule):
         self.log(f"{split}/ppl", math.exp(min(nll.item(), 700.0)), sync_dist=True)
 
     def configure_optimizers(self) -> dict[str, Any]:
-        options = dict(self.hparams.optimizer or {})
-        optimizer = torch.optim.Adam(
-            self.model.parameters(),
-            lr=1.0,  # the schedule is the learning rate, see schedules.py
-            betas=tuple(options.get("betas", (0.9, 0.98))),
-            eps=options.get("eps", 1e-9),
-            weight_decay=options.get("weight_decay", 0.0),
+        optimizer = build_adam(
+            self.model.parameters(), AdamConfig(**(self.hparams.optimizer or {}))
         )
         scheduler = build_scheduler(optimizer, self.schedule)
         return {

@@ -32,15 +32,18 @@ def linear_warmup(step: int, warmup: int, peak_lr: float) -> float:
     return peak_lr * min(1.0, step / warmup)
 
 
-@dataclass(frozen=True)
+@dataclass
 class StepSchedule:
-    """A picklable ``LambdaLR`` multiplier: the lr of optimizer step ``steps_taken + 1``."""
+    """A picklable ``LambdaLR`` multiplier: the lr of optimizer step ``steps_taken + 1``.
 
-    name: str
-    warmup: int
-    d_model: int
-    factor: float = 1.0
-    peak_lr: float | None = None
+    Also the schema of the ``scheduler`` config group; the defaults are the paper's (eq. 3).
+    """
+
+    d_model: int  # noam: the model's width
+    name: str = "noam"  # noam | inverse_sqrt | linear_warmup
+    warmup: int = 4000  # optimizer steps to the peak
+    factor: float = 1.0  # noam: scales the whole curve
+    peak_lr: float | None = None  # inverse_sqrt, linear_warmup: the lr at step ``warmup``
 
     def __post_init__(self) -> None:
         if self.name not in SCHEDULES:
