@@ -1,4 +1,4 @@
-"""The real Multi30k corpus beside the checkout (skipped with a reason when it is absent)."""
+"""The real Multi30k corpus, read from MULTI30K_DIR (skipped, saying so, when that is unset)."""
 
 import numpy as np
 

@@ -1,3 +1,5 @@
+"""BleuCallback inside a Lightning Trainer: when it scores, what it logs, what it writes."""
+
 import csv
 
 import lightning.pytorch as pl
@@ -8,12 +10,11 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 from torch.utils.data import DataLoader
 
+from tests.helpers.tiny_checkpoint import checkpoint_model
 from transformer_nmt.callbacks import BleuCallback
 from transformer_nmt.data.encoding import encode_texts
 from transformer_nmt.decoding import SearchOptions, translate_token_ids
 from transformer_nmt.evaluation import corpus_scores
-
-from .tiny_checkpoint import tiny_model
 
 GREEDY = SearchOptions(beam_size=1, max_len_b=10)
 
@@ -135,7 +136,7 @@ def test_val_bleu_is_logged_every_n_epochs_and_selects_checkpoints(tmp_path, wor
     checkpoint = ModelCheckpoint(
         dirpath=tmp_path / "ckpts", monitor="val/bleu", mode="max", every_n_epochs=2
     )
-    module = TranslationModule(tiny_model(len(workspace.tokenizer), 0).train())
+    module = TranslationModule(checkpoint_model(len(workspace.tokenizer), 0).train())
     trainer = make_trainer(tmp_path, [bleu, checkpoint], max_epochs=4)
     trainer.fit(module, datamodule=datamodule)
 
@@ -152,7 +153,7 @@ def test_val_bleu_is_logged_every_n_epochs_and_selects_checkpoints(tmp_path, wor
 
 
 def test_scoring_is_off_at_zero_epochs_and_test_bleu_is_logged(tmp_path, workspace, datamodule):
-    module = TranslationModule(tiny_model(len(workspace.tokenizer), 0).train())
+    module = TranslationModule(checkpoint_model(len(workspace.tokenizer), 0).train())
     bleu = BleuCallback(0, None, GREEDY, score_test=True, hypotheses_dir=str(tmp_path / "hyps"))
     trainer = make_trainer(tmp_path, [bleu], max_epochs=1)
     trainer.fit(module, datamodule=datamodule)

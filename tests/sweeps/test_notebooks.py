@@ -6,7 +6,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from ..training.conftest import REPO_ROOT
+from tests.helpers import REPO_ROOT
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
 

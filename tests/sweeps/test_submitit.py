@@ -3,7 +3,8 @@
 import json
 import os
 
-from .conftest import ablation_overrides, run_train
+from tests.helpers.commands import run_train
+from tests.helpers.tiny_runs import ablation_overrides
 
 
 def test_submitit_local_launcher_runs_each_job_in_its_own_process(tiny_overrides, tmp_path):

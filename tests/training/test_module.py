@@ -6,24 +6,19 @@ import math
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 
+from tests.helpers.hydra_config import compose_config
+from tests.helpers.tiny_model import PAD, tiny_config
 from transformer_nmt.cli.train import train
 from transformer_nmt.model import Transformer, TransformerConfig
 from transformer_nmt.training import TranslationModule
 from transformer_nmt.training.loss import NonFiniteLossError
 
-from .conftest import REPO_ROOT
-
 
 def tiny_module(**overrides) -> TranslationModule:
-    config = TransformerConfig(
-        src_vocab_size=50, tgt_vocab_size=50, d_model=16, n_heads=2, n_encoder_layers=1,
-        n_decoder_layers=1, d_ff=32, pad_id=0,
-    )  # fmt: skip
     options = dict(
-        model_config=config.to_dict(), tokenizer_dir="tok", src_lang="en", tgt_lang="de",
-        bos_id=1, eos_id=2, pad_id=0, scheduler={"name": "noam", "warmup": 10},
+        model_config=tiny_config().to_dict(), tokenizer_dir="tok", src_lang="en", tgt_lang="de",
+        bos_id=1, eos_id=2, pad_id=PAD, scheduler={"name": "noam", "warmup": 10},
     )  # fmt: skip
     return TranslationModule(**{**options, **overrides})
 
@@ -51,8 +46,7 @@ def test_mismatched_pad_ids_are_rejected():
 
 
 def compose_tiny(overrides: list[str], output_dir) -> object:
-    with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
-        return compose("train", overrides=[*overrides, f"output_dir={output_dir}"])
+    return compose_config(*overrides, f"output_dir={output_dir}")
 
 
 def read_metrics(path) -> list[dict]:

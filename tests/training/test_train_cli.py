@@ -10,11 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.helpers.commands import run_train
 from transformer_nmt.data import load_tokenizer, tokenizer_files
 from transformer_nmt.model import Transformer, TransformerConfig
 from transformer_nmt.training.schedules import noam
-
-from .conftest import run_train
 
 CONTRACT_KEYS = {
     "model_config",
