@@ -12,6 +12,7 @@ from torch.utils.data import DataLoader
 
 from tests.helpers.tiny_checkpoint import checkpoint_model
 from transformer_nmt.callbacks import BleuCallback
+from transformer_nmt.data import PadCollator
 from transformer_nmt.data.encoding import encode_texts
 from transformer_nmt.decoding import SearchOptions, translate_token_ids
 from transformer_nmt.evaluation import corpus_scores
@@ -41,17 +42,16 @@ class PairsDataModule(pl.LightningDataModule):
         return self.tokenizer.decode(list(ids), skip_special_tokens=True)
 
     def _loader(self, split: str) -> DataLoader:
+        """One batch of the split's first 8 pairs, cut to max_len as the real datamodule does."""
         pairs = self.pairs[split][:8]
-        src = self.encode_source([s for s, _ in pairs])
-        tgt = [
-            ids[: self.max_len - 1] for ids in encode_texts(self.tokenizer, [t for _, t in pairs])
+        src = encode_texts(self.tokenizer, [s for s, _ in pairs])
+        tgt = encode_texts(self.tokenizer, [t for _, t in pairs])
+        examples = [
+            (i, src_ids[: self.max_len - 1], tgt_ids[: self.max_len - 1])
+            for i, (src_ids, tgt_ids) in enumerate(zip(src, tgt, strict=True))
         ]
-        batch = (
-            _padded(src, self.pad_id),
-            _padded([[self.bos_id, *ids] for ids in tgt], self.pad_id),
-            _padded([[*ids, self.eos_id] for ids in tgt], self.pad_id),
-        )
-        return DataLoader([batch], batch_size=None)
+        collate = PadCollator(self.pad_id, self.bos_id, self.eos_id)
+        return DataLoader([collate(examples)], batch_size=None)
 
     def train_dataloader(self):
         return self._loader("train")
@@ -63,23 +63,17 @@ class PairsDataModule(pl.LightningDataModule):
         return self._loader("test")
 
 
-def _padded(rows: list[list[int]], pad_id: int) -> torch.Tensor:
-    out = torch.full((len(rows), max(map(len, rows))), pad_id)
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = torch.tensor(row)
-    return out
+class PlainTranslationModule(pl.LightningModule):
+    """A model trained with plain cross-entropy: all BleuCallback needs of a LightningModule."""
 
-
-class TranslationModule(pl.LightningModule):
     def __init__(self, model) -> None:
         super().__init__()
         self.model = model
 
     def _loss(self, batch):
-        src, tgt_in, labels = batch
-        logits = self.model(src, tgt_in)
+        logits = self.model(batch["src_ids"], batch["tgt_in_ids"])
         return F.cross_entropy(
-            logits.transpose(1, 2), labels, ignore_index=self.model.config.pad_id
+            logits.transpose(1, 2), batch["labels"], ignore_index=self.model.config.pad_id
         )
 
     def training_step(self, batch, batch_idx):
@@ -136,7 +130,7 @@ def test_val_bleu_is_logged_every_n_epochs_and_selects_checkpoints(tmp_path, wor
     checkpoint = ModelCheckpoint(
         dirpath=tmp_path / "ckpts", monitor="val/bleu", mode="max", every_n_epochs=2
     )
-    module = TranslationModule(checkpoint_model(len(workspace.tokenizer), 0).train())
+    module = PlainTranslationModule(checkpoint_model(len(workspace.tokenizer), 0).train())
     trainer = make_trainer(tmp_path, [bleu, checkpoint], max_epochs=4)
     trainer.fit(module, datamodule=datamodule)
 
@@ -153,7 +147,7 @@ def test_val_bleu_is_logged_every_n_epochs_and_selects_checkpoints(tmp_path, wor
 
 
 def test_scoring_is_off_at_zero_epochs_and_test_bleu_is_logged(tmp_path, workspace, datamodule):
-    module = TranslationModule(checkpoint_model(len(workspace.tokenizer), 0).train())
+    module = PlainTranslationModule(checkpoint_model(len(workspace.tokenizer), 0).train())
     bleu = BleuCallback(0, None, GREEDY, score_test=True, hypotheses_dir=str(tmp_path / "hyps"))
     trainer = make_trainer(tmp_path, [bleu], max_epochs=1)
     trainer.fit(module, datamodule=datamodule)

@@ -9,6 +9,7 @@ import torch
 
 from tests.helpers.hydra_config import compose_config
 from tests.helpers.tiny_model import PAD, tiny_config
+from transformer_nmt.checkpoint import REQUIRED_HYPER_PARAMETERS
 from transformer_nmt.cli.train import train
 from transformer_nmt.model import Transformer, TransformerConfig
 from transformer_nmt.training import TranslationModule
@@ -35,7 +36,7 @@ def test_weights_live_under_model_prefix_even_when_compiled(compile):
 
 def test_hyperparameters_hold_what_a_checkpoint_reader_needs():
     hparams = tiny_module().hparams
-    for key in ("model_config", "tokenizer_dir", "src_lang", "tgt_lang", "bos_id", "eos_id"):
+    for key in REQUIRED_HYPER_PARAMETERS:
         assert key in hparams
     assert set(hparams.model_config) == set(TransformerConfig.__dataclass_fields__)
 

@@ -11,19 +11,10 @@ import pytest
 import torch
 
 from tests.helpers.commands import run_train
+from transformer_nmt.checkpoint import REQUIRED_HYPER_PARAMETERS
 from transformer_nmt.data import load_tokenizer, tokenizer_files
 from transformer_nmt.model import Transformer, TransformerConfig
 from transformer_nmt.training.schedules import noam
-
-CONTRACT_KEYS = {
-    "model_config",
-    "tokenizer_dir",
-    "src_lang",
-    "tgt_lang",
-    "bos_id",
-    "eos_id",
-    "pad_id",
-}
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +66,7 @@ def test_checkpoints_follow_the_contract_for_plain_torch_load(many_loggers_run):
     assert (run_dir / "checkpoints" / "best.ckpt").is_file()
     checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=False)
     hparams = checkpoint["hyper_parameters"]
-    assert set(hparams) >= CONTRACT_KEYS and checkpoint["global_step"] == 8
+    assert set(hparams) >= set(REQUIRED_HYPER_PARAMETERS) and checkpoint["global_step"] == 8
     config = TransformerConfig(**hparams["model_config"])
     assert set(hparams["model_config"]) == set(TransformerConfig.__dataclass_fields__)
     state = checkpoint["state_dict"]
