@@ -16,13 +16,33 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # for the processes tests start
 
 from tests.helpers.corpus import make_pairs, write_corpus  # noqa: E402
 from tests.helpers.reverse_task import half_trained_reverse_model  # noqa: E402
+from tests.helpers.slow import unmarked_users_of_slow_fixtures  # noqa: E402
 from tests.helpers.tiny_checkpoint import Workspace, build_workspace  # noqa: E402
 from tests.helpers.tiny_runs import tiny_run_overrides  # noqa: E402
 
 MULTI30K_FILES = "{train,val,test_2016_flickr}.{en,de}.gz"
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    unmarked = unmarked_users_of_slow_fixtures(items)
+    if unmarked:
+        raise pytest.UsageError(
+            "tests that use a fixture which trains or starts processes must be marked "
+            "@pytest.mark.slow:\n" + "\n".join(unmarked)
+        )
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_torch_thread():
+    """Tiny models run up to 20x slower with 2 OpenMP threads on a busy 2-core machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(autouse=True)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.corpus import flawed_splits, write_corpus
+from tests.helpers.slow import slow_fixture
 from transformer_nmt.data import TranslationDataModule
 
 
@@ -74,7 +75,7 @@ def make_dm(tiny_dir, fresh_cache_dir):
     return make
 
 
-@pytest.fixture(scope="session")
+@slow_fixture(scope="session")
 def multi30k_dm(multi30k_dir, tmp_path_factory) -> TranslationDataModule:
     """Multi30k with an 8000-type BPE, trained once per test session."""
     dm = TranslationDataModule(

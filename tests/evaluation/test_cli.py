@@ -11,6 +11,8 @@ from tests.helpers.tiny_checkpoint import TOKENIZER_VOCAB_SIZE, checkpoint_model
 from transformer_nmt.checkpoint import load_checkpoint
 from transformer_nmt.evaluation import Translator
 
+pytestmark = pytest.mark.slow  # every test starts a process
+
 
 def test_translate_keeps_one_line_per_line_and_stdout_clean(tmp_path, workspace):
     long_line = " ".join(["the small red dog runs in the park"] * 6)

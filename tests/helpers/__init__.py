@@ -8,6 +8,7 @@
 - ``commands``: the scripts at the repository root, run in a subprocess.
 - ``hydra_config``: ``conf/`` composed as ``train.py`` composes it.
 - ``tiny_runs``: the overrides that shrink a ``train.py`` run to seconds.
+- ``slow``: fixtures that train or start processes, and the check that their tests are slow.
 """
 
 from pathlib import Path

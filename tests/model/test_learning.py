@@ -13,6 +13,7 @@ from tests.helpers.reverse_task import (
 from transformer_nmt.model import Transformer
 
 
+@pytest.mark.slow  # 300 training steps
 @pytest.mark.parametrize("norm", ["post", "pre"])
 def test_reverse_task_is_learned(norm):
     torch.manual_seed(0)

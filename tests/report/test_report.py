@@ -72,6 +72,7 @@ def test_table_has_paper_columns_and_marks_missing_runs(sweep):
     assert "trainer.max_steps" not in "\n".join(table)  # not swept, so not part of the variant
 
 
+@pytest.mark.slow  # starts report.py
 def test_report_command_writes_table_and_png(sweep, tmp_path):
     out = tmp_path / "report"
     result = run_script("report.py", str(sweep), "--out", str(out))
@@ -83,6 +84,7 @@ def test_report_command_writes_table_and_png(sweep, tmp_path):
     assert not list(out.glob(".*tmp"))
 
 
+@pytest.mark.slow  # starts report.py
 def test_empty_directory_is_a_clear_error(tmp_path):
     result = run_script("report.py", str(tmp_path))
     assert result.returncode == 2

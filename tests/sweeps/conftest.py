@@ -3,13 +3,12 @@ sweep, W&B, report and notebook tests."""
 
 from pathlib import Path
 
-import pytest
-
 from tests.helpers.commands import run_train
+from tests.helpers.slow import slow_fixture
 from tests.helpers.tiny_runs import ablation_overrides, without
 
 
-@pytest.fixture(scope="session")
+@slow_fixture(scope="session")
 def tiny_sweep(tiny_overrides, tmp_path_factory) -> Path:
     """``python train.py -m ablation=norm_warmup experiment=multi30k_base`` cut to post/pre x one
     warmup, 8 steps, logged to W&B offline; returns the sweep directory (jobs 0 = post-norm,

@@ -8,6 +8,8 @@ import pytest
 from tests.helpers.commands import run_script
 from transformer_nmt.tracking.report import load_sweep, markdown_table
 
+pytestmark = pytest.mark.slow  # every test reads the sweep that train.py runs
+
 EVAL_METRICS = {f"{split}/{name}" for split in ("val", "test") for name in ("loss", "ppl", "bleu")}
 
 

@@ -167,6 +167,7 @@ def test_experiments_apply_their_recipes():
     assert base.trainer.max_steps == 3000 and base.final_eval.bleu and base.search.beam_size == 1
 
 
+@pytest.mark.slow  # starts train.py
 @pytest.mark.parametrize("experiment", [None, *conf_options("experiment")])
 def test_cfg_job_prints_the_composed_config(experiment, tmp_path):
     args = ["--cfg", "job"] + ([f"experiment={experiment}"] if experiment else [])
@@ -178,6 +179,7 @@ def test_cfg_job_prints_the_composed_config(experiment, tmp_path):
     assert not list(Path(tmp_path).iterdir())  # --cfg job writes no output dir
 
 
+@pytest.mark.slow  # starts train.py
 def test_cfg_job_does_not_import_lightning(tmp_path):
     """Reading the config stays fast: the schemas import torch at most, never Lightning."""
     result = run_script(

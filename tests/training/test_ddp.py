@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 import torch
 
 from tests.helpers.commands import run_train
@@ -28,6 +29,7 @@ def rank_lines(directory) -> list[str]:
     )
 
 
+@pytest.mark.slow  # two processes train
 def test_devices_2_on_cpu_trains_with_two_ranks_in_one_output_dir(tiny_overrides, tmp_path):
     # The base-size model preset, shrunk so that 2 ranks fit in CI.
     args = [*without(tiny_overrides, "model"), "model=prenorm", *TINY_MODEL, "trainer.max_steps=4"]
@@ -46,6 +48,7 @@ def test_devices_2_on_cpu_trains_with_two_ranks_in_one_output_dir(tiny_overrides
     assert checkpoint["loops"]["fit_loop"]["state_dict"]["combined_loader"][0]["world_size"] == 2
 
 
+@pytest.mark.slow  # two jobs of two processes train
 def test_multirun_of_two_ddp_jobs_gives_two_runs_of_two_ranks(tiny_overrides, tmp_path):
     # The base-size model presets, shrunk so that 2 ranks x 2 jobs fit in CI.
     args = [*without(tiny_overrides, "model", "logger="), *TINY_MODEL, "trainer.max_steps=3"]

@@ -25,6 +25,7 @@ def train_losses(run_dir) -> dict[int, tuple[float, float]]:
         return {int(r["step"]): (float(r["train/loss"]), float(r["lr"])) for r in rows if r["lr"]}
 
 
+@pytest.mark.slow  # three runs of train.py
 def test_sigkill_mid_epoch_then_resume_continues_the_loss_curve(tiny_overrides, tmp_path):
     base = [*tiny_overrides, "callbacks.sample_translations=null", "trainer.val_check_interval=7"]
     killed = tmp_path / "killed"

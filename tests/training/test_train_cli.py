@@ -11,13 +11,16 @@ import pytest
 import torch
 
 from tests.helpers.commands import run_train
+from tests.helpers.slow import slow_fixture
 from transformer_nmt.checkpoint import REQUIRED_HYPER_PARAMETERS
 from transformer_nmt.data import load_tokenizer, tokenizer_files
 from transformer_nmt.model import Transformer, TransformerConfig
 from transformer_nmt.training.schedules import noam
 
+pytestmark = pytest.mark.slow  # every test reads the run of train.py below
 
-@pytest.fixture(scope="module")
+
+@slow_fixture(scope="module")
 def many_loggers_run(tiny_overrides, tmp_path_factory):
     """Eight steps with W&B (no credentials, no WANDB_MODE), CSV and TensorBoard."""
     root = tmp_path_factory.mktemp("cli")
