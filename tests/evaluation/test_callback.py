@@ -1,7 +1,5 @@
 """BleuCallback inside a Lightning Trainer: when it scores, what it logs, what it writes."""
 
-import csv
-
 import lightning.pytorch as pl
 import pytest
 import torch
@@ -11,6 +9,7 @@ from lightning.pytorch.loggers import CSVLogger
 from torch.utils.data import DataLoader
 
 from tests.helpers.tiny_checkpoint import checkpoint_model
+from tests.helpers.tiny_runs import logged_metrics
 from transformer_nmt.callbacks import BleuCallback
 from transformer_nmt.data import PadCollator
 from transformer_nmt.data.encoding import encode_texts
@@ -139,9 +138,8 @@ def test_val_bleu_is_logged_every_n_epochs_and_selects_checkpoints(tmp_path, wor
     assert trainer.callback_metrics["val/bleu"].item() == pytest.approx(scores.bleu, abs=1e-3)
     assert trainer.callback_metrics["val/chrf"].item() == pytest.approx(scores.chrf, abs=1e-3)
     assert checkpoint.best_model_score is not None
-    with open(tmp_path / "logs/version_0/metrics.csv") as handle:
-        rows = [row for row in csv.DictReader(handle) if row.get("val/bleu")]
-    assert [int(row["epoch"]) for row in rows] == [1, 3]
+    metrics = logged_metrics(tmp_path / "logs/version_0/metrics.csv")
+    assert [int(row["epoch"]) for row in metrics if row.get("val/bleu")] == [1, 3]
     hparams = (tmp_path / "logs/version_0/hparams.yaml").read_text()
     assert scores.bleu_signature in hparams
 

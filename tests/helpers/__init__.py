@@ -7,7 +7,7 @@
 - ``decoding``: what the search tests share: a row without padding, counted projections.
 - ``commands``: the scripts at the repository root, run in a subprocess.
 - ``hydra_config``: ``conf/`` composed as ``train.py`` composes it.
-- ``tiny_runs``: the overrides that shrink a ``train.py`` run to seconds.
+- ``tiny_runs``: the overrides that shrink a ``train.py`` run to seconds, and its logged metrics.
 - ``slow``: fixtures that train or start processes, and the check that their tests are slow.
 """
 

@@ -1,5 +1,7 @@
-"""Overrides that shrink a ``train.py`` run to seconds on the tiny training corpus."""
+"""Overrides that shrink a ``train.py`` run to seconds on the tiny training corpus, and the
+metrics such a run logs."""
 
+import csv
 from pathlib import Path
 
 # The model presets (tiny, prenorm, postnorm, the experiments' bases) cut to one small layer.
@@ -48,3 +50,10 @@ def ablation_overrides(tiny_overrides: list[str]) -> list[str]:
     dropped = ("data=", "model", "trainer=", "scheduler.", "trainer.max_steps", "trainer.val_")
     budget = ["trainer.max_steps=8", "trainer.val_check_interval=4", "scheduler.warmup=20"]
     return without(tiny_overrides, *dropped) + TINY_MODEL + budget
+
+
+def logged_metrics(path: Path) -> list[dict[str, str]]:
+    """The rows of a CSV logger's ``metrics.csv``: one per logged step, "" where a metric was not
+    logged at that step."""
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))

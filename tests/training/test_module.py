@@ -1,6 +1,5 @@
 """The LightningModule: checkpoint contract, training that learns, and the non-finite stop."""
 
-import csv
 import json
 import math
 
@@ -9,6 +8,7 @@ import torch
 
 from tests.helpers.hydra_config import compose_config
 from tests.helpers.tiny_model import PAD, tiny_config
+from tests.helpers.tiny_runs import logged_metrics
 from transformer_nmt.checkpoint import REQUIRED_HYPER_PARAMETERS
 from transformer_nmt.cli.train import train
 from transformer_nmt.model import Transformer, TransformerConfig
@@ -50,11 +50,6 @@ def compose_tiny(overrides: list[str], output_dir) -> object:
     return compose_config(*overrides, f"output_dir={output_dir}")
 
 
-def read_metrics(path) -> list[dict]:
-    with open(path) as handle:
-        return list(csv.DictReader(handle))
-
-
 @pytest.mark.parametrize("norm", ["post", "pre"])
 def test_a_few_steps_on_the_tiny_corpus_lower_the_loss(norm, tiny_overrides, tmp_path):
     overrides = [
@@ -62,7 +57,7 @@ def test_a_few_steps_on_the_tiny_corpus_lower_the_loss(norm, tiny_overrides, tmp
         "trainer.val_check_interval=20", "callbacks.sample_translations=null",
     ]  # fmt: skip
     best = train(compose_tiny(overrides, tmp_path))
-    rows = read_metrics(tmp_path / "csv" / "metrics.csv")
+    rows = logged_metrics(tmp_path / "csv" / "metrics.csv")
     losses = [float(r["train/loss"]) for r in rows if r["train/loss"]]
     val = [float(r["val/loss"]) for r in rows if r["val/loss"]]
     assert len(losses) == 40 and len(val) == 2

@@ -8,7 +8,6 @@ optimizer and scheduler state, and dropout (StepSeed) are restored, so the resum
 learning rates equal the reference's at the same steps, and so do the final weights.
 """
 
-import csv
 import signal
 import subprocess
 import time
@@ -17,12 +16,12 @@ import pytest
 import torch
 
 from tests.helpers.commands import run_train, script_command, script_environment
+from tests.helpers.tiny_runs import logged_metrics
 
 
 def train_losses(run_dir) -> dict[int, tuple[float, float]]:
-    with open(run_dir / "csv" / "metrics.csv") as handle:
-        rows = csv.DictReader(handle)
-        return {int(r["step"]): (float(r["train/loss"]), float(r["lr"])) for r in rows if r["lr"]}
+    rows = logged_metrics(run_dir / "csv" / "metrics.csv")
+    return {int(r["step"]): (float(r["train/loss"]), float(r["lr"])) for r in rows if r["lr"]}
 
 
 @pytest.mark.slow  # three runs of train.py

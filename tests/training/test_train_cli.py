@@ -1,6 +1,5 @@
 """`python train.py` end to end: all three loggers, W&B offline fallback, checkpoint contract."""
 
-import csv
 import json
 import math
 import os
@@ -12,6 +11,7 @@ import torch
 
 from tests.helpers.commands import run_train
 from tests.helpers.slow import slow_fixture
+from tests.helpers.tiny_runs import logged_metrics
 from transformer_nmt.checkpoint import REQUIRED_HYPER_PARAMETERS
 from transformer_nmt.data import load_tokenizer, tokenizer_files
 from transformer_nmt.model import Transformer, TransformerConfig
@@ -42,8 +42,7 @@ def test_wandb_without_credentials_logs_offline_and_says_how_to_sync(many_logger
 
 def test_csv_metrics_hold_losses_perplexity_lr_and_throughput(many_loggers_run):
     run_dir, _ = many_loggers_run
-    with open(run_dir / "csv" / "metrics.csv") as handle:
-        rows = list(csv.DictReader(handle))
+    rows = logged_metrics(run_dir / "csv" / "metrics.csv")
     train_rows = [r for r in rows if r["train/loss"]]
     assert [int(r["step"]) for r in train_rows] == list(range(8))
     for row in train_rows:  # the lr logged at step s is the one optimizer step s + 1 used
