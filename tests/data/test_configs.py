@@ -4,18 +4,14 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from tests.data.conftest import REPO_ROOT
-from transformer_nmt.cli.config_schemas import register_config_schemas
+from tests.helpers.hydra_config import compose_config
 from transformer_nmt.data import DataConfig, TranslationDataModule
 
 
 def compose_data(option: str, *overrides: str):
-    register_config_schemas()
-    with initialize_config_dir(str(REPO_ROOT / "conf"), version_base="1.3"):
-        return compose("train", [f"data={option}", *overrides], return_hydra_config=True).data
+    return compose_config(f"data={option}", *overrides, return_hydra_config=True).data
 
 
 @pytest.mark.parametrize("option", ["wmt16", "multi30k", "text_files", "wmt16_files"])

@@ -5,7 +5,7 @@ import logging
 import pytest
 import torch
 
-from tests.data.conftest import EMPTY_PAIR_INDEX, LONG_PAIR_INDEX, write_text
+from tests.helpers.corpus import EMPTY_PAIR_INDEX, LONG_PAIR_INDEX, write_lines
 from transformer_nmt.data import encoding
 from transformer_nmt.data.encoding import encode_texts
 
@@ -56,7 +56,7 @@ def test_no_side_longer_than_max_len(make_dm):
 def test_validation_keeps_empty_pairs_for_references(make_dm, tiny_dir, tiny_pairs):
     targets = [de for _, de in tiny_pairs["val"]]
     targets[3] = ""
-    write_text(tiny_dir / "val.de", targets)
+    write_lines(tiny_dir / "val.de", targets)
     dm = make_dm()
     dm.setup("validate")
     assert dm.datasets["val"].stats.kept_empty == 1

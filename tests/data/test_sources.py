@@ -6,7 +6,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.data.conftest import write_text
+from tests.helpers.corpus import write_lines
 from transformer_nmt.data import DataError, TranslationDataModule
 from transformer_nmt.data.sources import open_text_files_split, read_lines
 
@@ -46,7 +46,7 @@ def test_missing_split_file_names_path_and_layout(make_dm, tiny_dir):
 
 
 def test_unequal_line_counts_name_both_files_and_counts(make_dm, tiny_dir, tiny_pairs):
-    write_text(tiny_dir / "val.de", [de for _, de in tiny_pairs["val"]][:-2])
+    write_lines(tiny_dir / "val.de", [de for _, de in tiny_pairs["val"]][:-2])
     dm = make_dm()
     with pytest.raises(DataError, match="line counts differ") as error:
         dm.setup("validate")
@@ -62,7 +62,7 @@ def test_language_not_in_local_data(make_dm):
     assert "['de', 'en']" in str(error.value)
 
 
-def test_wmt16_jsonl_goes_through_datasets(wmt16_jsonl, tiny_pairs, cache_dir):
+def test_wmt16_jsonl_goes_through_datasets(wmt16_jsonl, tiny_pairs, fresh_cache_dir):
     dm = TranslationDataModule(
         source="wmt16_files",
         data_files=wmt16_jsonl,
@@ -70,7 +70,7 @@ def test_wmt16_jsonl_goes_through_datasets(wmt16_jsonl, tiny_pairs, cache_dir):
         vocab_size=200,
         max_len=32,
         max_tokens=256,
-        cache_dir=str(cache_dir),
+        cache_dir=str(fresh_cache_dir),
     )
     dm.setup("fit")
     assert dm.raw_pairs("train") == tiny_pairs["train"][:120]
@@ -81,7 +81,7 @@ def test_wmt16_jsonl_goes_through_datasets(wmt16_jsonl, tiny_pairs, cache_dir):
     assert batch["src_ids"].shape[0] == batch["labels"].shape[0] > 0
 
 
-def test_wmt16_parquet_files_and_reverse_direction(tmp_path, tiny_pairs, cache_dir):
+def test_wmt16_parquet_files_and_reverse_direction(tmp_path, tiny_pairs, fresh_cache_dir):
     rows = [{"translation": {"de": de, "en": en}} for en, de in tiny_pairs["val"]]
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "validation.parquet")
     dm = TranslationDataModule(
@@ -89,55 +89,59 @@ def test_wmt16_parquet_files_and_reverse_direction(tmp_path, tiny_pairs, cache_d
         data_files={"validation": str(tmp_path / "validation.parquet")},
         src_lang="de",
         tgt_lang="en",
-        cache_dir=str(cache_dir),
+        cache_dir=str(fresh_cache_dir),
     )
     assert dm.raw_pairs("val") == [(de, en) for en, de in tiny_pairs["val"]]
 
 
-def test_language_not_in_wmt16_files(wmt16_jsonl, cache_dir):
+def test_language_not_in_wmt16_files(wmt16_jsonl, fresh_cache_dir):
     dm = TranslationDataModule(
-        source="wmt16_files", data_files=wmt16_jsonl, tgt_lang="ro", cache_dir=str(cache_dir)
+        source="wmt16_files", data_files=wmt16_jsonl, tgt_lang="ro", cache_dir=str(fresh_cache_dir)
     )
     with pytest.raises(DataError, match="language 'ro' is not in the data") as error:
         dm.raw_pairs("val")
     assert "['de', 'en']" in str(error.value)
 
 
-def test_wmt16_files_missing_file_and_missing_split(tmp_path, wmt16_jsonl, cache_dir):
+def test_wmt16_files_missing_file_and_missing_split(tmp_path, wmt16_jsonl, fresh_cache_dir):
     missing = str(tmp_path / "absent.jsonl")
     dm = TranslationDataModule(
         source="wmt16_files",
         data_files={**wmt16_jsonl, "test": missing},
-        cache_dir=str(cache_dir),
+        cache_dir=str(fresh_cache_dir),
     )
     with pytest.raises(DataError, match="does not exist") as error:
         dm.raw_pairs("test")
     assert missing in str(error.value)
     dm = TranslationDataModule(
-        source="wmt16_files", data_files={"train": wmt16_jsonl["train"]}, cache_dir=str(cache_dir)
+        source="wmt16_files",
+        data_files={"train": wmt16_jsonl["train"]},
+        cache_dir=str(fresh_cache_dir),
     )
     with pytest.raises(DataError, match="no entry for split 'validation'"):
         dm.raw_pairs("val")
 
 
-def test_rows_without_translation_column(tmp_path, cache_dir):
+def test_rows_without_translation_column(tmp_path, fresh_cache_dir):
     path = tmp_path / "train.jsonl"
     path.write_text(json.dumps({"en": "Hello.", "de": "Hallo."}) + "\n")
     dm = TranslationDataModule(
-        source="wmt16_files", data_files={"train": str(path)}, cache_dir=str(cache_dir)
+        source="wmt16_files", data_files={"train": str(path)}, cache_dir=str(fresh_cache_dir)
     )
     with pytest.raises(DataError, match="needs a 'translation' column"):
         dm.raw_pairs("train")
 
 
-def test_hub_without_network_or_cache_says_how_to_use_local_data(tmp_path, monkeypatch, cache_dir):
+def test_hub_without_network_or_cache_says_how_to_use_local_data(
+    tmp_path, monkeypatch, fresh_cache_dir
+):
     import datasets
     import huggingface_hub
 
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "empty_datasets")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty_hub"))
-    dm = TranslationDataModule(source="hub", cache_dir=str(cache_dir))
+    dm = TranslationDataModule(source="hub", cache_dir=str(fresh_cache_dir))
     with pytest.raises(DataError, match="no cached copy") as error:
         dm.prepare_data()
     message = str(error.value)

@@ -1,6 +1,7 @@
 """BPE training and caching, pretrained (Marian-style) loading, special ids."""
 
 import json
+from pathlib import Path
 
 import pytest
 from transformers import AutoTokenizer, MarianConfig, PreTrainedTokenizerFast
@@ -46,9 +47,9 @@ def test_second_run_reuses_cached_bpe(make_dm, monkeypatch):
         make_dm(vocab_size=150).tokenizer  # noqa: B018 - another vocabulary size is another key
 
 
-def test_leftover_temp_dir_ignored_and_incomplete_entry_rebuilt(make_dm, cache_dir):
+def test_leftover_temp_dir_ignored_and_incomplete_entry_rebuilt(make_dm):
     entry = make_dm().tokenizer_dir
-    entry_path = type(cache_dir)(entry)
+    entry_path = Path(entry)
     # a crashed writer's temp dir, and an entry that lost its marker (e.g. copied by hand)
     junk = entry_path.parent / f".tmp-{entry_path.name}-crashed"
     junk.mkdir()

@@ -1,4 +1,4 @@
-import csv
+"""BleuCallback inside a Lightning Trainer: when it scores, what it logs, what it writes."""
 
 import lightning.pytorch as pl
 import pytest
@@ -8,12 +8,13 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 from torch.utils.data import DataLoader
 
+from tests.helpers.tiny_checkpoint import checkpoint_model
+from tests.helpers.tiny_runs import logged_metrics
 from transformer_nmt.callbacks import BleuCallback
+from transformer_nmt.data import PadCollator
 from transformer_nmt.data.encoding import encode_texts
 from transformer_nmt.decoding import SearchOptions, translate_token_ids
 from transformer_nmt.evaluation import corpus_scores
-
-from .tiny_checkpoint import tiny_model
 
 GREEDY = SearchOptions(beam_size=1, max_len_b=10)
 
@@ -40,17 +41,16 @@ class PairsDataModule(pl.LightningDataModule):
         return self.tokenizer.decode(list(ids), skip_special_tokens=True)
 
     def _loader(self, split: str) -> DataLoader:
+        """One batch of the split's first 8 pairs, cut to max_len as the real datamodule does."""
         pairs = self.pairs[split][:8]
-        src = self.encode_source([s for s, _ in pairs])
-        tgt = [
-            ids[: self.max_len - 1] for ids in encode_texts(self.tokenizer, [t for _, t in pairs])
+        src = encode_texts(self.tokenizer, [s for s, _ in pairs])
+        tgt = encode_texts(self.tokenizer, [t for _, t in pairs])
+        examples = [
+            (i, src_ids[: self.max_len - 1], tgt_ids[: self.max_len - 1])
+            for i, (src_ids, tgt_ids) in enumerate(zip(src, tgt, strict=True))
         ]
-        batch = (
-            _padded(src, self.pad_id),
-            _padded([[self.bos_id, *ids] for ids in tgt], self.pad_id),
-            _padded([[*ids, self.eos_id] for ids in tgt], self.pad_id),
-        )
-        return DataLoader([batch], batch_size=None)
+        collate = PadCollator(self.pad_id, self.bos_id, self.eos_id)
+        return DataLoader([collate(examples)], batch_size=None)
 
     def train_dataloader(self):
         return self._loader("train")
@@ -62,23 +62,17 @@ class PairsDataModule(pl.LightningDataModule):
         return self._loader("test")
 
 
-def _padded(rows: list[list[int]], pad_id: int) -> torch.Tensor:
-    out = torch.full((len(rows), max(map(len, rows))), pad_id)
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = torch.tensor(row)
-    return out
+class PlainTranslationModule(pl.LightningModule):
+    """A model trained with plain cross-entropy: all BleuCallback needs of a LightningModule."""
 
-
-class TranslationModule(pl.LightningModule):
     def __init__(self, model) -> None:
         super().__init__()
         self.model = model
 
     def _loss(self, batch):
-        src, tgt_in, labels = batch
-        logits = self.model(src, tgt_in)
+        logits = self.model(batch["src_ids"], batch["tgt_in_ids"])
         return F.cross_entropy(
-            logits.transpose(1, 2), labels, ignore_index=self.model.config.pad_id
+            logits.transpose(1, 2), batch["labels"], ignore_index=self.model.config.pad_id
         )
 
     def training_step(self, batch, batch_idx):
@@ -135,7 +129,7 @@ def test_val_bleu_is_logged_every_n_epochs_and_selects_checkpoints(tmp_path, wor
     checkpoint = ModelCheckpoint(
         dirpath=tmp_path / "ckpts", monitor="val/bleu", mode="max", every_n_epochs=2
     )
-    module = TranslationModule(tiny_model(len(workspace.tokenizer), 0).train())
+    module = PlainTranslationModule(checkpoint_model(len(workspace.tokenizer), 0).train())
     trainer = make_trainer(tmp_path, [bleu, checkpoint], max_epochs=4)
     trainer.fit(module, datamodule=datamodule)
 
@@ -144,15 +138,14 @@ def test_val_bleu_is_logged_every_n_epochs_and_selects_checkpoints(tmp_path, wor
     assert trainer.callback_metrics["val/bleu"].item() == pytest.approx(scores.bleu, abs=1e-3)
     assert trainer.callback_metrics["val/chrf"].item() == pytest.approx(scores.chrf, abs=1e-3)
     assert checkpoint.best_model_score is not None
-    with open(tmp_path / "logs/version_0/metrics.csv") as handle:
-        rows = [row for row in csv.DictReader(handle) if row.get("val/bleu")]
-    assert [int(row["epoch"]) for row in rows] == [1, 3]
+    metrics = logged_metrics(tmp_path / "logs/version_0/metrics.csv")
+    assert [int(row["epoch"]) for row in metrics if row.get("val/bleu")] == [1, 3]
     hparams = (tmp_path / "logs/version_0/hparams.yaml").read_text()
     assert scores.bleu_signature in hparams
 
 
 def test_scoring_is_off_at_zero_epochs_and_test_bleu_is_logged(tmp_path, workspace, datamodule):
-    module = TranslationModule(tiny_model(len(workspace.tokenizer), 0).train())
+    module = PlainTranslationModule(checkpoint_model(len(workspace.tokenizer), 0).train())
     bleu = BleuCallback(0, None, GREEDY, score_test=True, hypotheses_dir=str(tmp_path / "hyps"))
     trainer = make_trainer(tmp_path, [bleu], max_epochs=1)
     trainer.fit(module, datamodule=datamodule)

@@ -1,8 +1,11 @@
+"""Reading, loading and averaging checkpoints, and the errors for files that are not ours."""
+
 from pathlib import Path
 
 import pytest
 import torch
 
+from tests.helpers.tiny_checkpoint import checkpoint_dict, checkpoint_model, write_checkpoint
 from transformer_nmt.checkpoint import (
     CheckpointError,
     average_checkpoints,
@@ -11,8 +14,6 @@ from transformer_nmt.checkpoint import (
     read_checkpoint,
 )
 from transformer_nmt.data import tokenizer_files
-
-from .tiny_checkpoint import checkpoint_dict, tiny_model, write_checkpoint
 
 
 def test_load_checkpoint_restores_model_tokenizer_and_metadata(workspace):
@@ -56,7 +57,7 @@ def test_another_projects_lightning_checkpoint_is_refused_naming_what_is_missing
 
 
 def test_a_tokenizer_that_does_not_match_the_model_is_refused(tmp_path, workspace):
-    bigger = tiny_model(len(workspace.tokenizer) + 8, pad_id=0)
+    bigger = checkpoint_model(len(workspace.tokenizer) + 8, pad_id=0)
     path = write_checkpoint(tmp_path / "bigger.ckpt", bigger, workspace.tokenizer_dir)
     with pytest.raises(CheckpointError, match="has 120 tokens but the model's target vocab"):
         load_checkpoint(path)
@@ -93,7 +94,7 @@ def test_weights_of_a_compiled_model_load(tmp_path, workspace):
 
 
 def test_average_checkpoints_means_the_weights_and_drops_training_state(tmp_path, workspace):
-    models = [tiny_model(len(workspace.tokenizer), 0, seed=seed) for seed in range(3)]
+    models = [checkpoint_model(len(workspace.tokenizer), 0, seed=seed) for seed in range(3)]
     paths = [
         write_checkpoint(tmp_path / f"epoch={i}.ckpt", model, workspace.tokenizer_dir)
         for i, model in enumerate(models)

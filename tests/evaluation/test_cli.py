@@ -1,41 +1,28 @@
 """The command-line tools, run as a user would: in a subprocess, from another directory."""
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import sacrebleu
 import torch
 
+from tests.helpers.commands import run_script
+from tests.helpers.tiny_checkpoint import TOKENIZER_VOCAB_SIZE, checkpoint_model, write_checkpoint
 from transformer_nmt.checkpoint import load_checkpoint
 from transformer_nmt.evaluation import Translator
 
-from .tiny_checkpoint import tiny_model, write_checkpoint
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def run(script: str, *overrides: str, cwd: Path, stdin: str = "") -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(REPO_ROOT / script), *overrides],
-        input=stdin.encode(),
-        capture_output=True,
-        cwd=cwd,
-        timeout=120,
-    )
+pytestmark = pytest.mark.slow  # every test starts a process
 
 
 def test_translate_keeps_one_line_per_line_and_stdout_clean(tmp_path, workspace):
     long_line = " ".join(["the small red dog runs in the park"] * 6)
     lines = ["A man plays with the ball.", "", "A dog runs.", long_line, "   ", "Two children."]
-    result = run(
+    result = run_script(
         "translate.py", f"ckpt_path={workspace.ckpt_path}",
         "search.beam_size=2", "search.max_len_b=6", cwd=tmp_path, stdin="\n".join(lines) + "\n",
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr.decode()
-    outputs = result.stdout.decode("utf-8").split("\n")
+    assert result.returncode == 0, result.stderr
+    outputs = result.stdout.split("\n")
     assert outputs[-1] == "" and len(outputs) == len(lines) + 1
     assert outputs[1] == "" and outputs[4] == ""
     assert all(outputs[i] for i in (0, 2, 3, 5))  # the untrained model still outputs something
@@ -43,20 +30,20 @@ def test_translate_keeps_one_line_per_line_and_stdout_clean(tmp_path, workspace)
         load_checkpoint(workspace.ckpt_path), beam_size=2, max_len_b=6
     )
     assert outputs[:-1] == translator.translate(lines)  # stdout holds translations only
-    assert "line 4 has" in result.stderr.decode() and "translating only" in result.stderr.decode()
+    assert "line 4 has" in result.stderr and "translating only" in result.stderr
     assert list(tmp_path.iterdir()) == []  # no outputs/ directory, no log file
 
 
 def test_evaluate_prints_scores_and_writes_hypotheses_and_json(tmp_path, workspace):
     out = tmp_path / "run"
-    result = run(
+    result = run_script(
         "evaluate.py", f"ckpt_path={workspace.ckpt_path}", "data=multi30k",
         f"data.data_dir={workspace.corpus_dir}", f"data.cache_dir={tmp_path / 'cache'}",
         "split=test", "search.beam_size=2", "search.max_len_b=6", f"hydra.run.dir={out}",
         cwd=tmp_path,
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr.decode()
-    stdout = result.stdout.decode().splitlines()
+    assert result.returncode == 0, result.stderr
+    stdout = result.stdout.splitlines()
     assert stdout[0].startswith("BLEU = ") and "tok:13a" in stdout[0]
     assert stdout[1].startswith("chrF2 = ") and len(stdout) == 2  # logs go to stderr
     scores = json.loads((out / "scores.test.json").read_text())
@@ -76,16 +63,16 @@ def test_average_checkpoints_writes_a_checkpoint_the_tools_accept(tmp_path, work
     paths = [
         write_checkpoint(
             tmp_path / f"epoch={i}-step={i}.ckpt",
-            tiny_model(120, 0, seed=i),
+            checkpoint_model(TOKENIZER_VOCAB_SIZE, 0, seed=i),
             workspace.tokenizer_dir,
         )
         for i in range(2)
     ]
-    result = run(
+    result = run_script(
         "average_checkpoints.py", f"inputs=['{paths[0]}','{paths[1]}']", "output=avg.ckpt",
         cwd=tmp_path,
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr.decode()
+    assert result.returncode == 0, result.stderr
     averaged = load_checkpoint(tmp_path / "avg.ckpt")
     first, second = (load_checkpoint(p).model.state_dict() for p in paths)
     for key, value in averaged.model.state_dict().items():
@@ -99,21 +86,23 @@ def test_average_checkpoints_writes_a_checkpoint_the_tools_accept(tmp_path, work
 
 def test_a_missing_checkpoint_gives_one_clear_error(tmp_path):
     missing = tmp_path / "no_such.ckpt"
-    result = run("evaluate.py", f"ckpt_path={missing}", f"hydra.run.dir={tmp_path}", cwd=tmp_path)
-    stderr = result.stderr.decode().strip()
+    result = run_script(
+        "evaluate.py", f"ckpt_path={missing}", f"hydra.run.dir={tmp_path}", cwd=tmp_path
+    )
+    stderr = result.stderr.strip()
     assert result.returncode == 1
     assert stderr == (
         f"error: checkpoint {missing} does not exist; "
         f"expected a .ckpt written by this project's train.py"
     )
-    assert result.stdout == b""
+    assert result.stdout == ""
 
 
 def test_a_foreign_checkpoint_gives_one_clear_error(tmp_path):
     foreign = tmp_path / "foreign.ckpt"
     torch.save({"state_dict": {"layer.weight": torch.zeros(1)}, "hyper_parameters": {}}, foreign)
-    result = run("translate.py", f"ckpt_path={foreign}", cwd=tmp_path, stdin="Hello.\n")
-    stderr = result.stderr.decode().strip().splitlines()
+    result = run_script("translate.py", f"ckpt_path={foreign}", cwd=tmp_path, stdin="Hello.\n")
+    stderr = result.stderr.strip().splitlines()
     assert result.returncode == 1 and len(stderr) == 1
     assert stderr[0].startswith(f"error: {foreign} is not a transformer-nmt checkpoint")
-    assert "Traceback" not in result.stderr.decode()
+    assert "Traceback" not in result.stderr

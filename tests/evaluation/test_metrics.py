@@ -1,3 +1,5 @@
+"""corpus_scores: sacreBLEU's corpus BLEU and chrF, with their signatures."""
+
 import pytest
 import sacrebleu
 

@@ -1,14 +1,15 @@
+"""The Translator and translate.py's stream and interactive modes, on the tiny checkpoint."""
+
 import io
 import logging
 
 import pytest
 
+from tests.helpers.tiny_checkpoint import MODEL_MAX_LEN
 from transformer_nmt.checkpoint import load_checkpoint
 from transformer_nmt.cli.translate import translate_interactively, translate_stream
 from transformer_nmt.decoding import translate_token_ids
 from transformer_nmt.evaluation import Translator
-
-from .tiny_checkpoint import MODEL_MAX_LEN
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,9 @@
+"""Fixtures of the model tests: both norm placements, and tiny models in eval mode."""
+
 import pytest
 
+from tests.helpers.tiny_model import tiny_config
 from transformer_nmt.model import Transformer
-
-from .tiny_model import tiny_config
 
 
 @pytest.fixture(params=["post", "pre"])

@@ -1,8 +1,7 @@
 import pytest
 
+from tests.helpers.tiny_model import tiny_config
 from transformer_nmt.model import Transformer, TransformerConfig
-
-from .tiny_model import tiny_config
 
 
 @pytest.mark.parametrize(

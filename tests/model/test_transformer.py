@@ -3,10 +3,9 @@ import math
 import pytest
 import torch
 
+from tests.helpers.tiny_model import PAD, tiny_config
 from transformer_nmt.model import Transformer
 from transformer_nmt.model.positional import SinusoidalPositionalEncoding
-
-from .tiny_model import PAD, tiny_config
 
 
 def random_ids(vocab: int, *shape: int) -> torch.Tensor:

@@ -1,14 +1,12 @@
+"""The sweep report: jobs read from a sweep directory, the markdown table, report.py."""
+
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.helpers.commands import run_script
 from transformer_nmt.tracking.report import load_sweep, markdown_table, swept_keys
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def make_job(sweep, name, overrides, summary=None):
@@ -74,14 +72,11 @@ def test_table_has_paper_columns_and_marks_missing_runs(sweep):
     assert "trainer.max_steps" not in "\n".join(table)  # not swept, so not part of the variant
 
 
+@pytest.mark.slow  # starts report.py
 def test_report_command_writes_table_and_png(sweep, tmp_path):
     out = tmp_path / "report"
-    result = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "report.py"), str(sweep), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    result = run_script("report.py", str(sweep), "--out", str(out))
+    assert result.returncode == 0, result.stderr
     assert "BLEU (dev)" in result.stdout
     assert (out / "report.md").read_text() == markdown_table(load_sweep(sweep))
     png = (out / "report.png").read_bytes()
@@ -89,12 +84,9 @@ def test_report_command_writes_table_and_png(sweep, tmp_path):
     assert not list(out.glob(".*tmp"))
 
 
+@pytest.mark.slow  # starts report.py
 def test_empty_directory_is_a_clear_error(tmp_path):
-    result = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "report.py"), str(tmp_path)],
-        capture_output=True,
-        text=True,
-    )
+    result = run_script("report.py", str(tmp_path))
     assert result.returncode == 2
     assert "no Hydra jobs" in result.stderr and str(tmp_path) in result.stderr
 

@@ -6,20 +6,16 @@ import itertools
 
 import lightning.pytorch as pl
 import pytest
-from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from lightning.fabric.utilities import rank_zero as fabric_rank_zero
 from lightning.pytorch.utilities import rank_zero as pytorch_rank_zero
 from lightning_utilities.core import rank_zero as utilities_rank_zero
 
-from transformer_nmt.cli.config_schemas import register_config_schemas
+from tests.helpers.hydra_config import compose_config, conf_options
 from transformer_nmt.cli.train import resolve_model_config
 from transformer_nmt.launch.ddp import adopt_hydra_launcher
 from transformer_nmt.private_api import basic_sweeper_jobs
 
-from ..training.conftest import REPO_ROOT
-
-CONF = REPO_ROOT / "conf"
 RANK_ZERO_ONLY = [
     module.rank_zero_only for module in (fabric_rank_zero, pytorch_rank_zero, utilities_rank_zero)
 ]
@@ -39,9 +35,7 @@ EXPECTED = {
 
 
 def compose_hydra(overrides: list[str]):
-    register_config_schemas()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose("train", overrides=overrides, return_hydra_config=True)
+    return compose_config(*overrides, return_hydra_config=True)
 
 
 def sweep_jobs(*args: str) -> list[list[str]]:
@@ -72,7 +66,7 @@ def model_of(cfg) -> dict:
 
 
 def test_every_ablation_is_listed_here():
-    assert sorted(p.stem for p in (CONF / "ablation").glob("*.yaml")) == sorted(EXPECTED)
+    assert conf_options("ablation") == sorted(EXPECTED)
 
 
 @pytest.mark.parametrize("ablation", sorted(EXPECTED))

@@ -6,7 +6,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from ..training.conftest import REPO_ROOT
+from tests.helpers import REPO_ROOT
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
 
@@ -37,6 +37,7 @@ def test_notebooks_are_committed_without_outputs(name):
     assert code and all(not c.outputs and c.execution_count is None for c in code)
 
 
+@pytest.mark.slow  # runs a kernel, on the sweep's checkpoint
 def test_attention_maps_plots_encoder_decoder_and_cross_attention(tiny_sweep, monkeypatch):
     checkpoint = tiny_sweep / "1" / "checkpoints" / "best.ckpt"  # pre-norm, 1 layer, 2 heads
     notebook = execute("attention_maps.ipynb", monkeypatch, CKPT_PATH=str(checkpoint))
@@ -47,6 +48,7 @@ def test_attention_maps_plots_encoder_decoder_and_cross_attention(tiny_sweep, mo
     assert "'decoder.layers.0.cross_attention': (1, 2," in shapes
 
 
+@pytest.mark.slow  # runs a kernel, on the sweep
 def test_ablations_renders_the_report_and_plots_it(tiny_sweep, monkeypatch, tmp_path):
     notebook = execute(
         "ablations.ipynb", monkeypatch, SWEEP_DIR=str(tiny_sweep), REPORT_DIR=str(tmp_path)

@@ -3,9 +3,13 @@
 import json
 import os
 
-from .conftest import ablation_overrides, run_train
+import pytest
+
+from tests.helpers.commands import run_train
+from tests.helpers.tiny_runs import ablation_overrides
 
 
+@pytest.mark.slow  # a sweep of two submitit processes
 def test_submitit_local_launcher_runs_each_job_in_its_own_process(tiny_overrides, tmp_path):
     sweep_dir = tmp_path / "sweep"
     run_train(

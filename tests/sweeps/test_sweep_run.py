@@ -2,13 +2,13 @@
 
 import json
 import struct
-import subprocess
-import sys
 
 import pytest
 
-from tests.training.conftest import REPO_ROOT
+from tests.helpers.commands import run_script
 from transformer_nmt.tracking.report import load_sweep, markdown_table
+
+pytestmark = pytest.mark.slow  # every test reads the sweep that train.py runs
 
 EVAL_METRICS = {f"{split}/{name}" for split in ("val", "test") for name in ("loss", "ppl", "bleu")}
 
@@ -81,12 +81,8 @@ def test_wandb_runs_share_the_sweep_group_and_carry_their_overrides(tiny_sweep):
 
 
 def test_report_turns_the_sweep_into_a_two_row_table_and_a_plot(tiny_sweep, tmp_path):
-    result = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "report.py"), str(tiny_sweep), "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    result = run_script("report.py", str(tiny_sweep), "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
     table = (tmp_path / "report.md").read_text()
     assert table == markdown_table(load_sweep(tiny_sweep)) and table in result.stdout
     rows = table.splitlines()[2:]

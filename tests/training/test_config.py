@@ -1,15 +1,13 @@
 """Config composition: every option of every group, every experiment, and `--cfg job`."""
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from transformer_nmt.cli.config_schemas import register_config_schemas
+from tests.helpers.commands import run_script
+from tests.helpers.hydra_config import compose_config, conf_options
 from transformer_nmt.cli.train import build_callbacks, resolve_model_config, trainer_options
 from transformer_nmt.data import TranslationDataModule
 from transformer_nmt.decoding import SearchOptions
@@ -17,28 +15,18 @@ from transformer_nmt.model import TransformerConfig
 from transformer_nmt.tracking.loggers import ResilientWandbLogger, build_loggers
 from transformer_nmt.training.schedules import StepSchedule
 
-from .conftest import REPO_ROOT
-
-CONF = REPO_ROOT / "conf"
-
-
-def options(group: str) -> list[str]:
-    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
-
 
 def compose_train(*overrides: str, output_dir: str = "/tmp/out"):
-    register_config_schemas()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose("train", overrides=[f"output_dir={output_dir}", *overrides])
+    return compose_config(f"output_dir={output_dir}", *overrides)
 
 
 def test_every_group_has_its_options():
-    assert set(options("model")) == {"postnorm", "prenorm", "big", "tiny"}
-    assert set(options("scheduler")) >= {"noam", "inverse_sqrt"}
-    assert set(options("trainer")) >= {"default", "cpu", "gpu", "ddp"}
-    assert set(options("logger")) >= {"wandb", "csv", "tensorboard", "many", "none"}
-    assert set(options("experiment")) == {"multi30k", "multi30k_base", "wmt16_10pct"}
-    assert set(options("data")) == {"wmt16", "multi30k", "text_files", "wmt16_files"}
+    assert set(conf_options("model")) == {"postnorm", "prenorm", "big", "tiny"}
+    assert set(conf_options("scheduler")) >= {"noam", "inverse_sqrt"}
+    assert set(conf_options("trainer")) >= {"default", "cpu", "gpu", "ddp"}
+    assert set(conf_options("logger")) >= {"wandb", "csv", "tensorboard", "many", "none"}
+    assert set(conf_options("experiment")) == {"multi30k", "multi30k_base", "wmt16_10pct"}
+    assert set(conf_options("data")) == {"wmt16", "multi30k", "text_files", "wmt16_files"}
 
 
 def test_no_two_model_options_build_the_same_model():
@@ -46,7 +34,7 @@ def test_no_two_model_options_build_the_same_model():
         tuple(
             sorted(resolve_model_config(compose_train(f"model={name}").model, 100, 0, 256).items())
         )
-        for name in options("model")
+        for name in conf_options("model")
     ]
     assert len(set(built)) == len(built)
 
@@ -60,7 +48,7 @@ def test_the_default_run_is_the_papers_base_model_and_search():
     assert cfg.label_smoothing == 0.1 and cfg.data.vocab_size == 37000
 
 
-@pytest.mark.parametrize("name", options("model"))
+@pytest.mark.parametrize("name", conf_options("model"))
 def test_model_options_build_a_valid_transformer_config(name):
     cfg = compose_train(f"model={name}")
     config = resolve_model_config(cfg.model, vocab_size=1000, pad_id=0, data_max_len=256)
@@ -104,7 +92,7 @@ def test_model_config_errors_name_the_key_and_the_fix():
         compose_train("model.n_heads=four")
 
 
-@pytest.mark.parametrize("name", options("scheduler"))
+@pytest.mark.parametrize("name", conf_options("scheduler"))
 def test_scheduler_options_peak_at_warmup(name):
     cfg = compose_train(f"scheduler={name}", "scheduler.warmup=50")
     schedule = OmegaConf.to_object(cfg.scheduler)
@@ -112,14 +100,14 @@ def test_scheduler_options_peak_at_warmup(name):
     assert schedule.lr(50) == max(schedule.lr(s) for s in range(1, 200))
 
 
-@pytest.mark.parametrize("name", options("trainer"))
+@pytest.mark.parametrize("name", conf_options("trainer"))
 def test_trainer_options_are_trainer_arguments(name):
-    options_ = trainer_options(compose_train(f"trainer={name}").trainer)
-    assert options_["gradient_clip_val"] == 1.0
+    options = trainer_options(compose_train(f"trainer={name}").trainer)
+    assert options["gradient_clip_val"] == 1.0
     if name in ("default", "cpu"):
         import lightning.pytorch as pl
 
-        trainer = pl.Trainer(**options_, logger=False, enable_checkpointing=False)
+        trainer = pl.Trainer(**options, logger=False, enable_checkpointing=False)
         assert trainer.max_steps == 100000
 
 
@@ -129,7 +117,7 @@ def test_use_distributed_sampler_cannot_be_turned_on():
         trainer_options(cfg.trainer)
 
 
-@pytest.mark.parametrize("name", options("logger"))
+@pytest.mark.parametrize("name", conf_options("logger"))
 def test_logger_options_build_their_loggers(name, tmp_path):
     loggers = build_loggers(compose_train(f"logger={name}", output_dir=str(tmp_path)).logger)
     expected = {"wandb": 1, "csv": 1, "tensorboard": 1, "many": 3, "none": 0}[name]
@@ -138,7 +126,7 @@ def test_logger_options_build_their_loggers(name, tmp_path):
         assert any(isinstance(logger, ResilientWandbLogger) for logger in loggers)
 
 
-@pytest.mark.parametrize("name", options("data"))
+@pytest.mark.parametrize("name", conf_options("data"))
 def test_data_options_construct_the_data_module(name):
     needs_dir = name in ("text_files", "multi30k")
     cfg = compose_train(f"data={name}", "data.data_dir=/corpus" if needs_dir else "seed=0")
@@ -179,16 +167,11 @@ def test_experiments_apply_their_recipes():
     assert base.trainer.max_steps == 3000 and base.final_eval.bleu and base.search.beam_size == 1
 
 
-@pytest.mark.parametrize("experiment", [None, *options("experiment")])
+@pytest.mark.slow  # starts train.py
+@pytest.mark.parametrize("experiment", [None, *conf_options("experiment")])
 def test_cfg_job_prints_the_composed_config(experiment, tmp_path):
     args = ["--cfg", "job"] + ([f"experiment={experiment}"] if experiment else [])
-    result = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "train.py"), *args],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_script("train.py", *args, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     cfg = yaml.safe_load(result.stdout)
     assert {"model", "data", "scheduler", "trainer", "logger", "callbacks", "search"} <= set(cfg)
@@ -196,14 +179,11 @@ def test_cfg_job_prints_the_composed_config(experiment, tmp_path):
     assert not list(Path(tmp_path).iterdir())  # --cfg job writes no output dir
 
 
+@pytest.mark.slow  # starts train.py
 def test_cfg_job_does_not_import_lightning(tmp_path):
     """Reading the config stays fast: the schemas import torch at most, never Lightning."""
-    result = subprocess.run(
-        [sys.executable, "-X", "importtime", str(REPO_ROOT / "train.py"), "--cfg", "job"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    result = run_script(
+        "train.py", "--cfg", "job", cwd=tmp_path, python_options=("-X", "importtime")
     )
     assert result.returncode == 0, result.stderr
     imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines() if "|" in line}

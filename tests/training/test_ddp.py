@@ -2,18 +2,12 @@
 
 import json
 
+import pytest
 import torch
 
+from tests.helpers.commands import run_train
+from tests.helpers.tiny_runs import TINY_MODEL, without
 from transformer_nmt.launch.ddp import config_flags, quote_override_value
-
-from .conftest import run_train
-
-# The base-size model presets, shrunk so that 2 ranks x 2 jobs fit in CI.
-SHRINK = ["model.d_model=32", "model.n_heads=2", "model.d_ff=64", "model.n_layers=1"]
-
-
-def without_model(overrides: list[str]) -> list[str]:
-    return [o for o in overrides if not o.startswith("model")] + ["model.max_len=64"]
 
 
 def test_config_flags_keep_only_what_chooses_the_config():
@@ -35,8 +29,10 @@ def rank_lines(directory) -> list[str]:
     )
 
 
+@pytest.mark.slow  # two processes train
 def test_devices_2_on_cpu_trains_with_two_ranks_in_one_output_dir(tiny_overrides, tmp_path):
-    args = [*without_model(tiny_overrides), "model=prenorm", *SHRINK, "trainer.max_steps=4"]
+    # The base-size model preset, shrunk so that 2 ranks fit in CI.
+    args = [*without(tiny_overrides, "model"), "model=prenorm", *TINY_MODEL, "trainer.max_steps=4"]
     run_train([*args, "trainer.accelerator=cpu", "trainer.devices=2"], cwd=tmp_path)
     run_dirs = [p for p in (tmp_path / "outputs").glob("*/*") if p.is_dir()]
     assert len(run_dirs) == 1
@@ -52,9 +48,11 @@ def test_devices_2_on_cpu_trains_with_two_ranks_in_one_output_dir(tiny_overrides
     assert checkpoint["loops"]["fit_loop"]["state_dict"]["combined_loader"][0]["world_size"] == 2
 
 
+@pytest.mark.slow  # two jobs of two processes train
 def test_multirun_of_two_ddp_jobs_gives_two_runs_of_two_ranks(tiny_overrides, tmp_path):
-    args = [*without_model(tiny_overrides), *SHRINK, "trainer.max_steps=3", "logger=wandb"]
-    args = [a for a in args if a != "logger=csv"]
+    # The base-size model presets, shrunk so that 2 ranks x 2 jobs fit in CI.
+    args = [*without(tiny_overrides, "model", "logger="), *TINY_MODEL, "trainer.max_steps=3"]
+    args += ["logger=wandb"]
     run_train(
         ["-m", "model=prenorm,postnorm", *args, "trainer.accelerator=cpu", "trainer.devices=2"],
         cwd=tmp_path,

@@ -27,6 +27,7 @@ def _kept_mib(mode: str) -> tuple[str, float]:
     return out[0], float(out[1])
 
 
+@pytest.mark.slow  # starts two Python processes that import torch
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc and /proc are Linux's")
 def test_freed_memory_is_kept_only_when_tuned():
     tuned, kept_tuned = _kept_mib("tuned")

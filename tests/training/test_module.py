@@ -1,29 +1,25 @@
 """The LightningModule: checkpoint contract, training that learns, and the non-finite stop."""
 
-import csv
 import json
 import math
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 
+from tests.helpers.hydra_config import compose_config
+from tests.helpers.tiny_model import PAD, tiny_config
+from tests.helpers.tiny_runs import logged_metrics
+from transformer_nmt.checkpoint import REQUIRED_HYPER_PARAMETERS
 from transformer_nmt.cli.train import train
 from transformer_nmt.model import Transformer, TransformerConfig
 from transformer_nmt.training import TranslationModule
 from transformer_nmt.training.loss import NonFiniteLossError
 
-from .conftest import REPO_ROOT
-
 
 def tiny_module(**overrides) -> TranslationModule:
-    config = TransformerConfig(
-        src_vocab_size=50, tgt_vocab_size=50, d_model=16, n_heads=2, n_encoder_layers=1,
-        n_decoder_layers=1, d_ff=32, pad_id=0,
-    )  # fmt: skip
     options = dict(
-        model_config=config.to_dict(), tokenizer_dir="tok", src_lang="en", tgt_lang="de",
-        bos_id=1, eos_id=2, pad_id=0, scheduler={"name": "noam", "warmup": 10},
+        model_config=tiny_config().to_dict(), tokenizer_dir="tok", src_lang="en", tgt_lang="de",
+        bos_id=1, eos_id=2, pad_id=PAD, scheduler={"name": "noam", "warmup": 10},
     )  # fmt: skip
     return TranslationModule(**{**options, **overrides})
 
@@ -40,7 +36,7 @@ def test_weights_live_under_model_prefix_even_when_compiled(compile):
 
 def test_hyperparameters_hold_what_a_checkpoint_reader_needs():
     hparams = tiny_module().hparams
-    for key in ("model_config", "tokenizer_dir", "src_lang", "tgt_lang", "bos_id", "eos_id"):
+    for key in REQUIRED_HYPER_PARAMETERS:
         assert key in hparams
     assert set(hparams.model_config) == set(TransformerConfig.__dataclass_fields__)
 
@@ -51,13 +47,7 @@ def test_mismatched_pad_ids_are_rejected():
 
 
 def compose_tiny(overrides: list[str], output_dir) -> object:
-    with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
-        return compose("train", overrides=[*overrides, f"output_dir={output_dir}"])
-
-
-def read_metrics(path) -> list[dict]:
-    with open(path) as handle:
-        return list(csv.DictReader(handle))
+    return compose_config(*overrides, f"output_dir={output_dir}")
 
 
 @pytest.mark.parametrize("norm", ["post", "pre"])
@@ -67,7 +57,7 @@ def test_a_few_steps_on_the_tiny_corpus_lower_the_loss(norm, tiny_overrides, tmp
         "trainer.val_check_interval=20", "callbacks.sample_translations=null",
     ]  # fmt: skip
     best = train(compose_tiny(overrides, tmp_path))
-    rows = read_metrics(tmp_path / "csv" / "metrics.csv")
+    rows = logged_metrics(tmp_path / "csv" / "metrics.csv")
     losses = [float(r["train/loss"]) for r in rows if r["train/loss"]]
     val = [float(r["val/loss"]) for r in rows if r["val/loss"]]
     assert len(losses) == 40 and len(val) == 2

@@ -8,33 +8,36 @@ optimizer and scheduler state, and dropout (StepSeed) are restored, so the resum
 learning rates equal the reference's at the same steps, and so do the final weights.
 """
 
-import csv
-import os
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 import torch
 
-from .conftest import REPO_ROOT, run_train
+from tests.helpers.commands import run_train, script_command, script_environment
+from tests.helpers.tiny_runs import logged_metrics
 
 
 def train_losses(run_dir) -> dict[int, tuple[float, float]]:
-    with open(run_dir / "csv" / "metrics.csv") as handle:
-        rows = csv.DictReader(handle)
-        return {int(r["step"]): (float(r["train/loss"]), float(r["lr"])) for r in rows if r["lr"]}
+    rows = logged_metrics(run_dir / "csv" / "metrics.csv")
+    return {int(r["step"]): (float(r["train/loss"]), float(r["lr"])) for r in rows if r["lr"]}
 
 
+@pytest.mark.slow  # three runs of train.py
 def test_sigkill_mid_epoch_then_resume_continues_the_loss_curve(tiny_overrides, tmp_path):
     base = [*tiny_overrides, "callbacks.sample_translations=null", "trainer.val_check_interval=7"]
     killed = tmp_path / "killed"
-    command = [sys.executable, str(REPO_ROOT / "train.py"), *base, "trainer.max_steps=100000"]
-    command += ["callbacks.last_checkpoint.every_n_train_steps=5", f"hydra.run.dir={killed}"]
-    env = {**os.environ, "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1"}
+    command = script_command(
+        "train.py", *base, "trainer.max_steps=100000",
+        "callbacks.last_checkpoint.every_n_train_steps=5", f"hydra.run.dir={killed}",
+    )  # fmt: skip
     process = subprocess.Popen(
-        command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        command,
+        cwd=tmp_path,
+        env=script_environment(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     last = killed / "checkpoints" / "last.ckpt"
     try:

@@ -1,6 +1,5 @@
 """`python train.py` end to end: all three loggers, W&B offline fallback, checkpoint contract."""
 
-import csv
 import json
 import math
 import os
@@ -10,24 +9,18 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.helpers.commands import run_train
+from tests.helpers.slow import slow_fixture
+from tests.helpers.tiny_runs import logged_metrics
+from transformer_nmt.checkpoint import REQUIRED_HYPER_PARAMETERS
 from transformer_nmt.data import load_tokenizer, tokenizer_files
 from transformer_nmt.model import Transformer, TransformerConfig
 from transformer_nmt.training.schedules import noam
 
-from .conftest import run_train
-
-CONTRACT_KEYS = {
-    "model_config",
-    "tokenizer_dir",
-    "src_lang",
-    "tgt_lang",
-    "bos_id",
-    "eos_id",
-    "pad_id",
-}
+pytestmark = pytest.mark.slow  # every test reads the run of train.py below
 
 
-@pytest.fixture(scope="module")
+@slow_fixture(scope="module")
 def many_loggers_run(tiny_overrides, tmp_path_factory):
     """Eight steps with W&B (no credentials, no WANDB_MODE), CSV and TensorBoard."""
     root = tmp_path_factory.mktemp("cli")
@@ -49,8 +42,7 @@ def test_wandb_without_credentials_logs_offline_and_says_how_to_sync(many_logger
 
 def test_csv_metrics_hold_losses_perplexity_lr_and_throughput(many_loggers_run):
     run_dir, _ = many_loggers_run
-    with open(run_dir / "csv" / "metrics.csv") as handle:
-        rows = list(csv.DictReader(handle))
+    rows = logged_metrics(run_dir / "csv" / "metrics.csv")
     train_rows = [r for r in rows if r["train/loss"]]
     assert [int(r["step"]) for r in train_rows] == list(range(8))
     for row in train_rows:  # the lr logged at step s is the one optimizer step s + 1 used
@@ -76,7 +68,7 @@ def test_checkpoints_follow_the_contract_for_plain_torch_load(many_loggers_run):
     assert (run_dir / "checkpoints" / "best.ckpt").is_file()
     checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=False)
     hparams = checkpoint["hyper_parameters"]
-    assert set(hparams) >= CONTRACT_KEYS and checkpoint["global_step"] == 8
+    assert set(hparams) >= set(REQUIRED_HYPER_PARAMETERS) and checkpoint["global_step"] == 8
     config = TransformerConfig(**hparams["model_config"])
     assert set(hparams["model_config"]) == set(TransformerConfig.__dataclass_fields__)
     state = checkpoint["state_dict"]

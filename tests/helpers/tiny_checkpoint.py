@@ -2,64 +2,37 @@
 
 from __future__ import annotations
 
-import random
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from transformer_nmt.data.tokenizer import load_tokenizer, train_bpe
-from transformer_nmt.model import Transformer, TransformerConfig
+from transformer_nmt.model import Transformer
 
-EN_DE = {
-    "a": "ein", "man": "Mann", "woman": "Frau", "dog": "Hund", "plays": "spielt",
-    "with": "mit", "the": "dem", "ball": "Ball", "in": "im", "park": "Park",
-    "red": "roten", "small": "kleinen", "child": "Kind", "runs": "rennt", "and": "und",
-}  # fmt: skip
+from .corpus import MULTI30K_FILE_NAMES, Pairs, make_pairs, write_corpus
+from .tiny_model import tiny_config
+
 MODEL_MAX_LEN = 24  # small, so that a long line gets truncated
-# Multi30k's layout, as conf/data/multi30k.yaml names the files.
-SPLIT_FILES = {"train": "train", "val": "val", "test": "test_2016_flickr"}
+TOKENIZER_VOCAB_SIZE = 120
 
 
-def make_pairs(n: int, seed: int) -> list[tuple[str, str]]:
-    """Word-for-word English/German sentence pairs of 1 to 8 words."""
-    rng = random.Random(seed)
-    pairs = []
-    for _ in range(n):
-        words = [rng.choice(list(EN_DE)) for _ in range(rng.randint(1, 8))]
-        en = " ".join(words).capitalize() + "."
-        de = " ".join(EN_DE[w] for w in words).capitalize() + "."
-        pairs.append((en, de))
-    return pairs
-
-
-def write_corpus(directory: Path) -> dict[str, list[tuple[str, str]]]:
-    """``{split}.en`` / ``{split}.de`` files; returns the pairs per logical split."""
-    directory.mkdir(parents=True, exist_ok=True)
-    splits = {"train": make_pairs(200, 1), "val": make_pairs(12, 2), "test": make_pairs(10, 3)}
-    for split, pairs in splits.items():
-        for side, lang in enumerate(("en", "de")):
-            text = "".join(pair[side] + "\n" for pair in pairs)
-            (directory / f"{SPLIT_FILES[split]}.{lang}").write_text(text, encoding="utf-8")
-    return splits
-
-
-def write_tokenizer(directory: Path, pairs: list[tuple[str, str]]) -> Path:
-    tokenizer = train_bpe([text for pair in pairs for text in pair], vocab_size=120)
+def write_tokenizer(directory: Path, pairs: Pairs) -> Path:
+    """A BPE of TOKENIZER_VOCAB_SIZE types trained on both sides of ``pairs``, saved."""
+    tokenizer = train_bpe([text for pair in pairs for text in pair], TOKENIZER_VOCAB_SIZE)
     tokenizer.save_pretrained(directory)
     return directory
 
 
-def tiny_model(vocab_size: int, pad_id: int, seed: int = 0) -> Transformer:
+def checkpoint_model(vocab_size: int, pad_id: int, seed: int = 0) -> Transformer:
+    """An untrained one-layer tiny model over one shared vocabulary, in eval mode."""
     torch.manual_seed(seed)
-    config = TransformerConfig(
+    config = tiny_config(
         src_vocab_size=vocab_size,
         tgt_vocab_size=vocab_size,
         share_all_embeddings=True,
-        d_model=32,
-        n_heads=4,
         n_encoder_layers=1,
         n_decoder_layers=1,
-        d_ff=64,
         max_len=MODEL_MAX_LEN,
         pad_id=pad_id,
     )
@@ -98,3 +71,31 @@ def write_checkpoint(path: Path, model: Transformer, tokenizer_path: Path, **ove
     """Save :func:`checkpoint_dict`; ``overrides`` replace hyper-parameters."""
     torch.save(checkpoint_dict(model, tokenizer_path, **overrides), path)
     return path
+
+
+@dataclass
+class Workspace:
+    """A corpus directory (Multi30k layout), a tokenizer and a checkpoint of a tiny model."""
+
+    corpus_dir: Path
+    pairs: dict[str, Pairs]
+    tokenizer_dir: Path
+    tokenizer: object
+    model: Transformer
+    ckpt_path: Path
+
+
+def build_workspace(root: Path) -> Workspace:
+    """Capitalised pairs of 1 to 8 words (train 200, val 12, test 10) under Multi30k's file
+    names, the BPE trained on train, and an untrained model's checkpoint: no training at all."""
+    pairs = {
+        "train": make_pairs(200, seed=1),
+        "val": make_pairs(12, seed=2),
+        "test": make_pairs(10, seed=3),
+    }
+    corpus_dir = write_corpus(root / "corpus", pairs, file_names=MULTI30K_FILE_NAMES)
+    tokenizer_dir = write_tokenizer(root / "tokenizer", pairs["train"])
+    tokenizer = load_tokenizer(str(tokenizer_dir))
+    model = checkpoint_model(len(tokenizer), tokenizer.pad_token_id)
+    ckpt_path = write_checkpoint(root / "tiny.ckpt", model, tokenizer_dir)
+    return Workspace(corpus_dir, pairs, tokenizer_dir, tokenizer, model, ckpt_path)

@@ -1,4 +1,4 @@
-"""A model small enough to run dozens of times per second on a CPU."""
+"""The one small model configuration: dozens of forward passes per second on a CPU."""
 
 from transformer_nmt.model import TransformerConfig
 
@@ -6,6 +6,8 @@ PAD = 0
 
 
 def tiny_config(**overrides) -> TransformerConfig:
+    """Two layers per stack of width 32, four heads and two vocabularies (23 source, 19 target
+    types, so shapes tell them apart); ``overrides`` replace any field."""
     fields = dict(
         src_vocab_size=23,
         tgt_vocab_size=19,

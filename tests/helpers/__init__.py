@@ -1,0 +1,16 @@
+"""What the tests share, each defined once.
+
+- ``corpus``: the toy English/German corpus and its files.
+- ``tiny_model``: ``tiny_config(**overrides)``, the one small model configuration.
+- ``reverse_task``: a task a tiny model learns in seconds, and the model trained on it.
+- ``tiny_checkpoint``: a tokenizer and checkpoint in this project's format, built offline.
+- ``decoding``: what the search tests share: a row without padding, counted projections.
+- ``commands``: the scripts at the repository root, run in a subprocess.
+- ``hydra_config``: ``conf/`` composed as ``train.py`` composes it.
+- ``tiny_runs``: the overrides that shrink a ``train.py`` run to seconds, and its logged metrics.
+- ``slow``: fixtures that train or start processes, and the check that their tests are slow.
+"""
+
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]

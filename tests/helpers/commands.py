@@ -1,0 +1,53 @@
+"""The scripts at the repository root, run as a user runs them: in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from . import REPO_ROOT
+
+
+def script_command(script: str, *args: str, python_options: tuple[str, ...] = ()) -> list[str]:
+    """``python [python_options] <repository>/<script> *args``."""
+    return [sys.executable, *python_options, str(REPO_ROOT / script), *args]
+
+
+def script_environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment with W&B offline and one OpenMP thread; ``env`` wins."""
+    return {**os.environ, "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1", **(env or {})}
+
+
+def run_script(
+    script: str,
+    *args: str,
+    cwd: Path | None = None,
+    stdin: str = "",
+    env: dict[str, str] | None = None,
+    timeout: float = 240,
+    python_options: tuple[str, ...] = (),
+) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` with ``args`` in ``cwd``, ``stdin`` as its input; UTF-8 text out."""
+    return subprocess.run(
+        script_command(script, *args, python_options=python_options),
+        input=stdin,
+        cwd=cwd,
+        env=script_environment(env),
+        capture_output=True,
+        encoding="utf-8",
+        timeout=timeout,
+    )
+
+
+def run_train(args: list[str], cwd: Path, timeout: float = 240, env: dict | None = None):
+    """Run ``python train.py args`` in ``cwd``; fail the test with its output if it fails."""
+    result = run_script("train.py", *args, cwd=cwd, env=env, timeout=timeout)
+    if result.returncode != 0:
+        pytest.fail(
+            f"train.py {' '.join(args)} failed:\n{result.stdout[-4000:]}\n{result.stderr[-6000:]}"
+        )
+    return result
