@@ -1,7 +1,8 @@
 """Train the Transformer: ``python train.py [group=option ...] [key=value ...]``.
 
 The config lives in ``conf/`` (``conf/train.yaml`` lists the groups); the logic in
-``transformer_nmt.cli.train``. See README.md for the main jobs, sweeps, DDP and resuming.
+``transformer_nmt.cli.train``. README.md shows the main jobs and sweeps; docs/design.md explains
+DDP, checkpoints and resuming.
 """
 
 import hydra

@@ -8,7 +8,7 @@ The model is ours (``--size``, post-norm, ``attention=sdpa``, random init); the 
 is ``MarianMTModel`` of the same shape with our weights copied in (``competitors.py``), so
 both compute the same function, and their outputs are checked to be the same, token for token.
 The third competitor is our own search re-running the decoder over the whole prefix every
-step, without a cache (``use_cache=False``, seed 001's way).
+step, without a cache (``use_cache=False``).
 
 Sources are Multi30k test sentences (8k joint BPE): one call decodes ``--sentences-b1``
 sentences one at a time for batch size 1, or one padded batch of the first B sentences. An
@@ -23,8 +23,8 @@ tokens/s counts output tokens (EOS excluded) of all sentences of a call.
 encodes the sources): real translations end by EOS at different steps, and a search that drops
 finished sentences from the batch (ours) does less work than one that keeps them. A pre-norm
 checkpoint runs without HF (Marian has only post-norm layers; ``--no-hf`` leaves HF out by
-choice). ``--one-by-one`` adds seed 001's literal way at batch > 1: re-run decoding, one
-sentence at a time.
+choice). ``--one-by-one`` adds, at batch > 1, the uncached re-run decoder run one sentence at a
+time.
 """
 
 from __future__ import annotations
@@ -115,8 +115,8 @@ def ours(model, beams: int, ids: dict, steps: int, use_cache: bool = True):
 
 
 def one_by_one(model, beams: int, ids: dict, steps: int):
-    """Seed 001's way: every sentence of the batch on its own, re-running the decoder over the
-    whole prefix every step (no cache, no batching)."""
+    """The uncached re-run decoder, one sentence at a time: every sentence of the batch on its
+    own, re-running the decoder over the whole prefix every step (no cache, no batching)."""
     decode_one = ours(model, beams, ids, steps, use_cache=False)
 
     def decode(src_ids: torch.Tensor) -> list[list[int]]:
@@ -184,7 +184,11 @@ def main() -> None:
         epilog="\n".join(__doc__.split("\n")[4:]),
     )
     parser.add_argument("--size", choices=list(SIZES), default="small")
-    parser.add_argument("--data-dir", default=DEFAULT_MULTI30K, help="Multi30k directory")
+    parser.add_argument(
+        "--data-dir",
+        default=DEFAULT_MULTI30K,
+        help="Multi30k (default: $MULTI30K_DIR, else data/multi30k)",
+    )
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 64])
     parser.add_argument("--beams", type=int, nargs="+", default=[1, 4], help="1 = greedy")
     parser.add_argument("--max-new-tokens", type=int, default=32)
@@ -251,8 +255,8 @@ def main() -> None:
                 rerun = ours(model, beams, ids, args.max_new_tokens, False)
                 competitors.append(("ours, re-run (no cache)", rerun))
             if args.one_by_one and batch_size > 1:
-                seed_way = one_by_one(model, beams, ids, args.max_new_tokens)
-                competitors.append(("re-run, one sentence at a time", seed_way))
+                single = one_by_one(model, beams, ids, args.max_new_tokens)
+                competitors.append(("re-run, one sentence at a time", single))
             for name, decode in competitors:
                 runs[name], outputs[name] = calls(decode, batches)
             search = "greedy" if beams == 1 else f"beam {beams}"

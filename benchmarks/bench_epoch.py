@@ -1,7 +1,7 @@
 """An epoch of Multi30k training: token-bucketed batches vs every sentence padded to 64.
 
     python benchmarks/bench_epoch.py [--fraction 0.05] [--max-tokens 2048]
-        [--seed-batch-size 32] [--json out.json]
+        [--padded-batch-size 32] [--json out.json]
 
 Both train the Multi30k model (``conf/experiment/multi30k.yaml``: pre-norm, d_model 256,
 4 heads, 3+3 layers, d_ff 1024, 8k joint BPE, ``attention=sdpa``), from the same initial
@@ -9,8 +9,8 @@ weights, with Adam and label-smoothed cross-entropy, on the same sentences:
 
 * token buckets — the data module's ``TokenBucketBatchSampler``: length-sorted runs of at most
   ``--max-tokens`` padded tokens per side (2048 in the Multi30k experiment), batches shuffled;
-* padded to 64 — seed 001's way: shuffled batches of ``--seed-batch-size`` sentences (32 x 64 =
-  the same 2048 padded tokens per batch), every sentence padded to 64 tokens.
+* padded to 64 — shuffled batches of ``--padded-batch-size`` sentences (32 x 64 = the same 2048
+  padded tokens per batch), every sentence padded to 64 tokens.
 
 Both epochs' batches are built from all 29,000 training pairs; a random ``--fraction`` of each
 epoch's batches is timed (``--fraction 1``: the whole epoch) and the epoch time extrapolated
@@ -46,7 +46,7 @@ from timing import (  # noqa: E402
 from transformer_nmt.data import TokenBucketBatchSampler  # noqa: E402
 from transformer_nmt.model import Transformer  # noqa: E402
 
-SEED_PAD_LENGTH = 64
+PAD_TO_LENGTH = 64
 
 
 def pad_to(batch: dict, width: int, pad_id: int) -> dict:
@@ -83,12 +83,18 @@ def main() -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="\n".join(__doc__.split("\n")[4:]),
     )
-    parser.add_argument("--data-dir", default=DEFAULT_MULTI30K, help="Multi30k directory")
+    parser.add_argument(
+        "--data-dir",
+        default=DEFAULT_MULTI30K,
+        help="Multi30k (default: $MULTI30K_DIR, else data/multi30k)",
+    )
     parser.add_argument(
         "--fraction", type=float, default=0.05, help="share of each epoch's batches to time"
     )
     parser.add_argument("--max-tokens", type=int, default=2048)
-    parser.add_argument("--seed-batch-size", type=int, default=32)
+    parser.add_argument(
+        "--padded-batch-size", type=int, default=32, help="sentences per padded-to-64 batch"
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
     parser.add_argument(
         "--tune-malloc", action="store_true", help="keep large blocks in glibc's heap (all alike)"
@@ -106,23 +112,23 @@ def main() -> None:
         examples = [train[i] for i in range(len(train))]
         collate, pad_id, vocab = dm.collator, dm.pad_id, dm.vocab_size
     lengths, src_lengths = train.lengths, train.src_lengths
-    too_long = int((lengths > SEED_PAD_LENGTH).sum())
+    too_long = int((lengths > PAD_TO_LENGTH).sum())
     if too_long:
-        raise SystemExit(f"{too_long} sentences are longer than {SEED_PAD_LENGTH} tokens")
+        raise SystemExit(f"{too_long} sentences are longer than {PAD_TO_LENGTH} tokens")
 
     samplers = {
         f"token buckets (≤{args.max_tokens} tokens)": TokenBucketBatchSampler(
             lengths, tiebreak_lengths=src_lengths, max_tokens=args.max_tokens, seed=args.seed
         ),
-        f"padded to 64 ({args.seed_batch_size} sentences)": TokenBucketBatchSampler(
-            lengths, max_sentences=args.seed_batch_size, bucket_by_length=False, seed=args.seed
+        f"padded to 64 ({args.padded_batch_size} sentences)": TokenBucketBatchSampler(
+            lengths, max_sentences=args.padded_batch_size, bucket_by_length=False, seed=args.seed
         ),
     }
     rng = np.random.default_rng(args.seed)
     plans, epoch_stats = {}, {}
     for name, sampler in samplers.items():
         batches = [list(batch) for batch in sampler]
-        width = SEED_PAD_LENGTH if name.startswith("padded") else None
+        width = PAD_TO_LENGTH if name.startswith("padded") else None
         cells = real = tokens = 0
         for batch in batches:  # padding share and target tokens of the whole epoch
             src = train.src_lengths[batch]

@@ -151,7 +151,11 @@ def main() -> None:
         epilog="\n".join(__doc__.split("\n")[4:]),
     )
     parser.add_argument("--sizes", nargs="+", choices=list(SIZES), default=["small", "base"])
-    parser.add_argument("--data-dir", default=DEFAULT_MULTI30K, help="Multi30k directory")
+    parser.add_argument(
+        "--data-dir",
+        default=DEFAULT_MULTI30K,
+        help="Multi30k (default: $MULTI30K_DIR, else data/multi30k)",
+    )
     parser.add_argument(
         "--max-tokens", type=int, default=2048, help="padded tokens per side per batch (2048)"
     )

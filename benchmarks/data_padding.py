@@ -1,14 +1,14 @@
 """Data pipeline figures on Multi30k: setup times (cold and cached) and padding per batch.
 
-    python benchmarks/data_padding.py [--data-dir ../shared/data/multi30k] [--vocab-size 8000]
+    python benchmarks/data_padding.py [--data-dir /path/to/multi30k] [--vocab-size 8000]
         [--max-tokens 4096] [--batch-size 128] [--epochs 3]
 
 The cold run trains the BPE and encodes every split into a fresh temporary cache (unless
 --cache-dir is given); the cached run builds a second datamodule over the same cache. Padding
 is the share of pad cells in the padded source + target tensors, averaged over the training
 batches of ``--epochs`` epochs, for: token buckets (``max_tokens``), fixed shuffled batches of
-``--batch-size`` sentences, fixed batches cut from length-sorted order, and the seed's
-pad-everything-to-64.
+``--batch-size`` sentences, fixed batches cut from length-sorted order, and every sentence
+padded to 64 tokens. ``--data-dir`` defaults to ``$MULTI30K_DIR``, else ``data/multi30k``.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import numpy as np
 from transformer_nmt.data import TokenBucketBatchSampler, TranslationDataModule, padding_fraction
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATA_DIR = os.environ.get("MULTI30K_DIR", str(REPO_ROOT.parent / "shared/data/multi30k"))
-SEED_PAD_LENGTH = 64
+DEFAULT_DATA_DIR = os.environ.get("MULTI30K_DIR", str(REPO_ROOT / "data" / "multi30k"))
+PAD_TO_LENGTH = 64
 
 
 def build(args: argparse.Namespace, cache_dir: str) -> tuple[TranslationDataModule, float, float]:
@@ -59,7 +59,11 @@ def epoch_padding(sampler: TokenBucketBatchSampler, src, tgt, epochs: int) -> tu
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
+    parser.add_argument(
+        "--data-dir",
+        default=DEFAULT_DATA_DIR,
+        help="Multi30k (default: $MULTI30K_DIR, else data/multi30k)",
+    )
     parser.add_argument("--cache-dir", default=None, help="default: a fresh temporary directory")
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--max-tokens", type=int, default=4096)
@@ -91,9 +95,9 @@ def main() -> None:
         for name, sampler in samplers.items():
             padding, size = epoch_padding(sampler, src, tgt, args.epochs)
             print(f"  {name:<40} {padding:6.1%}  ({size:.0f} sentences/batch)")
-        seed_cells = 2 * SEED_PAD_LENGTH * len(train)
-        seed_real = np.minimum(src, SEED_PAD_LENGTH).sum() + np.minimum(tgt, SEED_PAD_LENGTH).sum()
-        print(f"  {'seed: every sentence padded to 64':<40} {1 - seed_real / seed_cells:6.1%}")
+        padded_cells = 2 * PAD_TO_LENGTH * len(train)
+        real = np.minimum(src, PAD_TO_LENGTH).sum() + np.minimum(tgt, PAD_TO_LENGTH).sum()
+        print(f"  {'every sentence padded to 64':<40} {1 - real / padded_cells:6.1%}")
 
 
 if __name__ == "__main__":

@@ -28,7 +28,8 @@ from pathlib import Path
 import torch
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_MULTI30K = os.environ.get("MULTI30K_DIR", str(REPO_ROOT.parent / "shared/data/multi30k"))
+# Multi30k task 1 ({train,val,test_2016_flickr}.{en,de}.gz): $MULTI30K_DIR, else data/multi30k
+DEFAULT_MULTI30K = os.environ.get("MULTI30K_DIR", str(REPO_ROOT / "data" / "multi30k"))
 
 
 @dataclass

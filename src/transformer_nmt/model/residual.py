@@ -9,7 +9,7 @@ from torch import Tensor, nn
 
 class ResidualConnection(nn.Module):
     """post: LayerNorm(x + Dropout(Sublayer(x)))   — the paper (§5.4)
-    pre:  x + Dropout(Sublayer(LayerNorm(x)))     — pre-norm, as in seed 001 / tensor2tensor v2
+    pre:  x + Dropout(Sublayer(LayerNorm(x)))     — pre-norm, as in tensor2tensor v2
     """
 
     def __init__(self, d_model: int, dropout: float, norm: str) -> None:
