@@ -16,6 +16,11 @@ from .tiny_model import tiny_config
 MODEL_MAX_LEN = 24  # small, so that a long line gets truncated
 TOKENIZER_VOCAB_SIZE = 120
 
+# The checkpoint contract that docs/design.md states for plain torch.load readers.
+CONTRACT_KEYS = frozenset(
+    ("model_config", "tokenizer_dir", "src_lang", "tgt_lang", "bos_id", "eos_id", "pad_id")
+)
+
 
 def write_tokenizer(directory: Path, pairs: Pairs) -> Path:
     """A BPE of TOKENIZER_VOCAB_SIZE types trained on both sides of ``pairs``, saved."""

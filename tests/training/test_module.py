@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from tests.helpers.hydra_config import compose_config
+from tests.helpers.tiny_checkpoint import CONTRACT_KEYS
 from tests.helpers.tiny_model import PAD, tiny_config
 from tests.helpers.tiny_runs import logged_metrics
-from transformer_nmt.checkpoint import REQUIRED_HYPER_PARAMETERS
 from transformer_nmt.cli.train import train
 from transformer_nmt.model import Transformer, TransformerConfig
 from transformer_nmt.training import TranslationModule
@@ -36,8 +36,7 @@ def test_weights_live_under_model_prefix_even_when_compiled(compile):
 
 def test_hyperparameters_hold_what_a_checkpoint_reader_needs():
     hparams = tiny_module().hparams
-    for key in REQUIRED_HYPER_PARAMETERS:
-        assert key in hparams
+    assert set(hparams) >= CONTRACT_KEYS
     assert set(hparams.model_config) == set(TransformerConfig.__dataclass_fields__)
 
 

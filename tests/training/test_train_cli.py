@@ -11,8 +11,8 @@ import torch
 
 from tests.helpers.commands import run_train
 from tests.helpers.slow import slow_fixture
+from tests.helpers.tiny_checkpoint import CONTRACT_KEYS
 from tests.helpers.tiny_runs import logged_metrics
-from transformer_nmt.checkpoint import REQUIRED_HYPER_PARAMETERS
 from transformer_nmt.data import load_tokenizer, tokenizer_files
 from transformer_nmt.model import Transformer, TransformerConfig
 from transformer_nmt.training.schedules import noam
@@ -68,7 +68,7 @@ def test_checkpoints_follow_the_contract_for_plain_torch_load(many_loggers_run):
     assert (run_dir / "checkpoints" / "best.ckpt").is_file()
     checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=False)
     hparams = checkpoint["hyper_parameters"]
-    assert set(hparams) >= set(REQUIRED_HYPER_PARAMETERS) and checkpoint["global_step"] == 8
+    assert set(hparams) >= CONTRACT_KEYS and checkpoint["global_step"] == 8
     config = TransformerConfig(**hparams["model_config"])
     assert set(hparams["model_config"]) == set(TransformerConfig.__dataclass_fields__)
     state = checkpoint["state_dict"]
