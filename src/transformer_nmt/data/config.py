@@ -7,7 +7,7 @@ joint BPE of 37000 types, as the paper. A YAML option (``conf/data/``) sets just
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 DEFAULT_CACHE_DIR = "~/.cache/transformer_nmt"
@@ -50,7 +50,9 @@ class DataConfig:
     data_dir: str | None = None  # source=text_files; source=multi30k: null downloads it
     data_files: dict[str, Any] | None = None  # source=wmt16_files: {train, validation, test}
     train_split: str = "train"
-    splits: dict[str, str] | None = None  # logical train/val/test -> the source's split names
+    # logical split -> the source's name for it; null: the source's own (val: validation or val;
+    # test: test, Multi30k test_2016_flickr). train_split names (and may slice) the training split
+    splits: dict[str, str | None] = field(default_factory=lambda: {"val": None, "test": None})
     src_lang: str = "en"
     tgt_lang: str = "de"
     tokenizer: str = "bpe"  # bpe: a joint BPE trained on train and cached | pretrained

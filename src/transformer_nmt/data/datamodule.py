@@ -336,7 +336,7 @@ def _check_options(config: DataConfig) -> None:
         raise DataError(f"unknown source {config.source!r}; expected one of {list(SOURCES)}")
     if config.source == "multi30k" and not config.data_dir:
         unknown = sorted(
-            {config.train_split, *(config.splits or {}).values()} - set(multi30k.SPLITS)
+            {config.train_split, *(config.splits or {}).values()} - {*multi30k.SPLITS, None}
         )
         if unknown:
             raise DataError(

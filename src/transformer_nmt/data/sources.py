@@ -90,20 +90,23 @@ class ParallelSplit:
                 yield [src[i] for i in picked], [tgt[i] for i in picked]
 
 
-def resolve_splits(source: str, train_split: str, splits: Mapping[str, str] | None) -> dict:
-    """Map the logical split names train/val/test to the source's physical split names."""
+def resolve_splits(
+    source: str, train_split: str, splits: Mapping[str, str | None] | None
+) -> dict[str, str]:
+    """Map the logical split names train/val/test to the source's physical split names; a
+    split that ``splits`` leaves out (or null) keeps the source's own name."""
     defaults = {"text_files": _TEXT_FILES_SPLITS, "multi30k": _MULTI30K_SPLITS}.get(
         source, _DATASETS_SPLITS
     )
-    defaults = dict(defaults)
-    defaults["train"] = train_split
+    defaults = {**defaults, "train": train_split}
     unknown = sorted(set(splits or {}) - set(LOGICAL_SPLITS))
     if unknown:
         raise DataError(
             f"unknown logical split name(s) {unknown} in splits; the logical names are "
             f"{list(LOGICAL_SPLITS)}, e.g. splits={{'test': 'test_2016_flickr'}}"
         )
-    return {**defaults, **dict(splits or {})}
+    chosen = {split: name for split, name in (splits or {}).items() if name is not None}
+    return {**defaults, **chosen}
 
 
 @dataclass(frozen=True)
