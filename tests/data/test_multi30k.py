@@ -3,6 +3,7 @@
 Slow: the session's Multi30k datamodule trains an 8000-type BPE on 29000 pairs.
 """
 
+import itertools
 import unicodedata
 
 import numpy as np
@@ -33,6 +34,19 @@ def test_tokenizer_round_trip_is_exact_on_every_sentence(multi30k_dm):
         decoded = tokenizer.batch_decode(encoded)
         mismatched += [(t, d) for t, d in zip(texts, decoded, strict=True) if t != d]
     assert mismatched == []
+
+
+def test_the_cached_ids_are_the_tokenizers_ids(multi30k_dm):
+    """The cache, built one distinct word at a time, equals encoding each sentence whole."""
+    for split in ("train", "val", "test"):
+        encoded = multi30k_dm.datasets[split].encoded
+        pairs = multi30k_dm.raw_pairs(split)
+        for side, texts in (("src", [s for s, _ in pairs]), ("tgt", [t for _, t in pairs])):
+            expected = encode_texts(multi30k_dm.tokenizer, texts)
+            offsets = getattr(encoded, f"{side}_offsets")
+            assert np.array_equal(np.diff(offsets), [len(ids) for ids in expected])
+            flat = np.fromiter(itertools.chain.from_iterable(expected), np.int64)
+            assert np.array_equal(getattr(encoded, f"{side}_tokens"), flat), (split, side)
 
 
 def test_no_bpe_type_fuses_a_word_with_punctuation(multi30k_dm):

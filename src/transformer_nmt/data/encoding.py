@@ -24,6 +24,8 @@ from torch.utils.data import Dataset
 from transformer_nmt.atomic import build_directory_atomically
 from transformer_nmt.data.fingerprints import fingerprint
 from transformer_nmt.data.sources import Chunk, ParallelSplit
+from transformer_nmt.data.tokenizer import splits_at_spaces
+from transformer_nmt.data.word_table import WordTable
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +83,9 @@ def encode_split(split: ParallelSplit, tokenizer, directory: Path, num_proc: int
     """Encode ``split`` chunk by chunk into the four arrays of :class:`EncodedSplit` in
     ``directory``; returns what it did (``pairs``, ``encode_s``, ``write_s``).
 
-    With ``num_proc > 1`` a slow (Python) tokenizer encodes ``num_proc`` chunks at a time in a
-    process pool; fast tokenizers are multi-threaded already.
+    This package's BPE encodes each distinct word once (:class:`WordTable`); with
+    ``num_proc > 1`` a slow (Python) tokenizer encodes ``num_proc`` chunks at a time in a
+    process pool; other fast tokenizers are multi-threaded already.
     """
     started = time.perf_counter()
     dtype = token_dtype(len(tokenizer))
@@ -112,6 +115,11 @@ def encode_split(split: ParallelSplit, tokenizer, directory: Path, num_proc: int
 
 def _encoded_chunks(tokenizer, chunks: Iterable[Chunk], num_proc: int) -> Iterator[tuple]:
     """((source ids, lengths), (target ids, lengths)) per chunk, in order."""
+    if splits_at_spaces(tokenizer):  # this package's BPE: one distinct word at a time
+        words = WordTable(tokenizer)
+        for src, tgt in chunks:
+            yield words.encode(src), words.encode(tgt)
+        return
     chunks = iter(chunks)
     slow = getattr(tokenizer, "backend_tokenizer", None) is None
     head = list(itertools.islice(chunks, 2))
@@ -196,6 +204,34 @@ def load_or_encode(
 
 
 @dataclass(frozen=True)
+class ExampleBatch:
+    """Examples as flat arrays: pair ids, and each side's ids concatenated with their lengths."""
+
+    ids: np.ndarray
+    src_tokens: np.ndarray
+    src_lengths: np.ndarray
+    tgt_tokens: np.ndarray
+    tgt_lengths: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def _gather(
+    tokens: np.ndarray, offsets: np.ndarray, pairs: np.ndarray, limit: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``limit`` ids of each sentence in ``pairs``, concatenated, and their counts."""
+    starts = offsets[pairs]
+    lengths = np.minimum(offsets[pairs + 1] - starts, limit)
+    ends = np.cumsum(lengths)
+    # position of every gathered id: its sentence's start + its place within the sentence
+    positions = np.arange(ends[-1] if len(ends) else 0) + np.repeat(
+        starts - (ends - lengths), lengths
+    )
+    return np.asarray(tokens[positions]), lengths
+
+
+@dataclass(frozen=True)
 class SplitStats:
     """What happened to a split's pairs on the way to examples."""
 
@@ -275,6 +311,14 @@ class TranslationExamples(Dataset):
 
     def __len__(self) -> int:
         return len(self.example_ids)
+
+    def __getitems__(self, indices: Sequence[int]) -> ExampleBatch:
+        """Several examples at once as flat arrays (what a DataLoader fetches per batch)."""
+        pairs = self.example_ids[np.asarray(indices, dtype=np.int64)]
+        enc = self.encoded
+        src_tokens, src_lengths = _gather(enc.src_tokens, enc.src_offsets, pairs, self.body_limit)
+        tgt_tokens, tgt_lengths = _gather(enc.tgt_tokens, enc.tgt_offsets, pairs, self.body_limit)
+        return ExampleBatch(pairs, src_tokens, src_lengths, tgt_tokens, tgt_lengths)
 
     def __getitem__(self, index: int) -> tuple[int, np.ndarray, np.ndarray]:
         pair = int(self.example_ids[index])

@@ -102,18 +102,11 @@ def train_bpe(texts: Iterable[str] | Iterable[list[str]], vocab_size: int):
     inverts this exactly (``decode(encode(s)) == NFKC(s)``) except that a literal ``▁`` in the
     text decodes as a space, and characters outside the alphabet become ``<unk>``.
     """
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from tokenizers import Tokenizer, decoders, models, trainers
     from transformers import PreTrainedTokenizerFast
 
     bpe = Tokenizer(models.BPE(unk_token=UNK))
-    bpe.normalizer = normalizers.NFKC()
-    bpe.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Metaspace(),
-            pre_tokenizers.Punctuation("isolated"),
-            pre_tokenizers.Digits(individual_digits=True),
-        ]
-    )
+    bpe.normalizer, bpe.pre_tokenizer = _bpe_normalizer(), _bpe_pre_tokenizer()
     bpe.decoder = decoders.Metaspace()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -130,6 +123,36 @@ def train_bpe(texts: Iterable[str] | Iterable[list[str]], vocab_size: int):
         eos_token=EOS,
         unk_token=UNK,
         clean_up_tokenization_spaces=False,
+    )
+
+
+def _bpe_normalizer():
+    from tokenizers import normalizers
+
+    return normalizers.NFKC()
+
+
+def _bpe_pre_tokenizer():
+    from tokenizers import pre_tokenizers
+
+    return pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Metaspace(),  # "▁" for every space and before the first word
+            pre_tokenizers.Punctuation("isolated"),
+            pre_tokenizers.Digits(individual_digits=True),
+        ]
+    )
+
+
+def splits_at_spaces(tokenizer) -> bool:
+    """Whether ``tokenizer`` normalises and pre-tokenises as :func:`train_bpe`'s BPE does: then
+    a sentence's ids are its space-separated words' ids, one after the other."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or backend.normalizer is None or backend.pre_tokenizer is None:
+        return False
+    return (
+        backend.normalizer.__getstate__() == _bpe_normalizer().__getstate__()
+        and backend.pre_tokenizer.__getstate__() == _bpe_pre_tokenizer().__getstate__()
     )
 
 
