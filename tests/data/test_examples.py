@@ -151,3 +151,18 @@ def test_vocabulary_far_below_vocab_size_is_a_warning_naming_both(make_dm, caplo
         dm = make_dm(vocab_size=5000)
         size = dm.vocab_size
     assert f"the joint BPE has {size} types, far below data.vocab_size=5000" in caplog.text
+
+
+def test_batched_fetch_pads_like_one_example_at_a_time(make_dm, tiny_dir, tiny_pairs):
+    targets = [de for _, de in tiny_pairs["val"]]
+    targets[3] = ""  # an empty side, kept in validation
+    write_lines(tiny_dir / "val.de", targets)
+    dm = make_dm(max_len=8, overlong="truncate")  # many truncated sides
+    dm.setup(None)
+    for split, indices in (("train", [5, LONG_PAIR_INDEX, 0, 17]), ("val", [3, 1, 2])):
+        examples = dm.datasets[split]
+        batched = dm.collator(examples.__getitems__(indices))
+        one_by_one = dm.collator([examples[i] for i in indices])
+        assert batched.keys() == one_by_one.keys()
+        for key, tensor in batched.items():
+            assert torch.equal(tensor, one_by_one[key]), (split, key)
