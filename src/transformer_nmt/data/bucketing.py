@@ -11,6 +11,7 @@ before creating the epoch's iterator) only if the *dataloader* has ``state_dict`
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 from collections.abc import Sequence
@@ -21,6 +22,7 @@ import torch
 from torch.utils.data import DataLoader, Sampler
 
 from transformer_nmt.data.encoding import ExampleBatch
+from transformer_nmt.launch.host_memory import release_free_memory
 from transformer_nmt.private_api import batches_yielded
 
 log = logging.getLogger(__name__)
@@ -185,7 +187,30 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
         return batches
 
 
-class ResumableDataLoader(DataLoader):
+class SharingDataLoader(DataLoader):
+    """A ``DataLoader`` whose forked worker processes share the main process's memory.
+
+    A forked worker shares every page of its parent until one side writes to it. Two things
+    would write: the workers' garbage collector, which marks every Python object it scans, and
+    the parent reusing heap memory it had freed (a corpus read during preparation, say), which
+    leaves the old page to the workers. So before workers are started the parent collects its
+    garbage, hands free heap pages back to the kernel, and freezes its objects
+    (``gc.freeze``), which the workers' collector then never scans.
+    """
+
+    def __iter__(self):
+        if self.num_workers == 0:
+            return super().__iter__()
+        gc.collect()
+        release_free_memory()
+        gc.freeze()
+        try:
+            return super().__iter__()
+        finally:
+            gc.unfreeze()  # in this process; the workers keep theirs frozen
+
+
+class ResumableDataLoader(SharingDataLoader):
     """A ``DataLoader`` over a :class:`TokenBucketBatchSampler` whose position can be saved.
 
     ``state_dict()`` is ``{"epoch", "batches_done", ...}`` counted in batches handed to the

@@ -16,7 +16,12 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from torch.utils.data import DataLoader
 
 from transformer_nmt.data import multi30k
-from transformer_nmt.data.bucketing import PadCollator, ResumableDataLoader, TokenBucketBatchSampler
+from transformer_nmt.data.bucketing import (
+    PadCollator,
+    ResumableDataLoader,
+    SharingDataLoader,
+    TokenBucketBatchSampler,
+)
 from transformer_nmt.data.config import DataConfig, default_cache_dir
 from transformer_nmt.data.encoding import (
     OVERLONG_POLICIES,
@@ -294,11 +299,13 @@ class TranslationDataModule(pl.LightningDataModule):
                     f"tokens left out)",
                 )
             self.datasets[split] = examples
+            if training:  # let go of the corpus (a memory map the preparation read through)
+                self._opened.pop(split, None)
         return self.datasets[split]
 
     def _eval_dataloader(self, split: str) -> DataLoader:
         examples = self._examples(split)
-        return DataLoader(
+        return SharingDataLoader(
             examples,
             batch_sampler=self._batch_sampler(examples, shuffle=False),
             collate_fn=self.collator,
