@@ -38,11 +38,23 @@ class WordTable:
     def encode(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """(every sentence's ids concatenated, int64 length of each), as the tokenizer gives
         them without special tokens."""
-        words = [text.split(" ") if text else [] for text in texts]
-        counts = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
-        flat_words = list(itertools.chain.from_iterable(words))
-        self._add_missing(flat_words)
-        rows = np.fromiter(map(self.rows.__getitem__, flat_words), np.int64, len(flat_words))
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        # split and deduplicate the words in Arrow (C++): Python sees each distinct word once
+        text = pa.array(texts, type=pa.string())
+        words = pc.split_pattern(text, pattern=" ")
+        counts = pc.list_value_length(words).to_numpy().astype(np.int64)
+        empty = pc.equal(pc.utf8_length(text), 0).to_numpy(zero_copy_only=False)
+        flat = pc.list_flatten(words)
+        if empty.any():  # an empty sentence has no words, not one empty word
+            flat = flat.filter(pa.array(np.repeat(~empty, counts)))
+            counts[empty] = 0
+        distinct = pc.dictionary_encode(flat)
+        unique_words = distinct.dictionary.to_pylist()
+        self._add_missing(unique_words)
+        unique_rows = np.fromiter(map(self.rows.__getitem__, unique_words), np.int64)
+        rows = unique_rows[distinct.indices.to_numpy()]
         sentence_of_word = np.repeat(np.arange(len(texts)), counts)
         whole = np.zeros(len(texts), dtype=bool)
         whole[sentence_of_word[rows == _UNSAFE]] = True
@@ -69,12 +81,13 @@ class WordTable:
         return out, lengths
 
     def _add_missing(self, words: list[str]) -> None:
-        new = [w for w in set(words) if w not in self.rows]
+        """Encode the distinct ``words`` the table does not hold yet."""
+        new = [w for w in words if w not in self.rows]
         if not new:
             return
         if len(self.rows) + len(new) > self.max_words:
             self._clear()
-            new = [w for w in set(words) if w not in self.rows]
+            new = words
         alone = self._encode(new)
         in_context = self._encode([f"{_CONTEXT} {w} {_CONTEXT}" for w in new])
         context, first = self._context_ids, len(self._lengths)
