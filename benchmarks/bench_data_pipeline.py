@@ -50,7 +50,7 @@ from lightning.pytorch.callbacks import Callback
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from process_memory import TreeMemorySampler  # noqa: E402
-from timing import DEFAULT_MULTI30K, REPO_ROOT, load_average, print_header  # noqa: E402
+from timing import DEFAULT_MULTI30K, REPO_ROOT, load_average, print_header, script_parser  # noqa: E402
 
 EVAL_PAIRS = 3000
 MEAN_WORDS = 24
@@ -238,11 +238,7 @@ def _fmt(value: float | None, digits: int = 1) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="\n".join(__doc__.split("\n")[6:]),
-    )
+    parser = script_parser(__doc__)
     parser.add_argument(
         "--sizes",
         default="0.5M,1M,2M,4.5M",
