@@ -162,6 +162,9 @@ def test_hub_without_network_or_cache_says_how_to_use_local_data(
         ({"max_tokens": None, "batch_size": None}, "set max_tokens"),
         ({"max_tokens": 100, "max_len": 256}, "at least max_len"),
         ({"splits": {"dev": "val"}}, "unknown logical split"),
+        ({"overlong": "cut"}, "unknown overlong='cut'"),
+        ({"bpe_sample_pairs": 0}, "bpe_sample_pairs=0"),
+        ({"min_train_pairs": -1}, "min_train_pairs=-1"),
     ],
 )
 def test_bad_options_fail_at_construction(options, fragment):

@@ -372,6 +372,13 @@ def _check_options(config: DataConfig) -> None:
         raise DataError(f"src_lang and tgt_lang are both {config.src_lang!r}")
     if config.max_len < 2:
         raise DataError(f"max_len={config.max_len} leaves no room for a token plus BOS/EOS")
+    if config.bpe_sample_pairs is not None and config.bpe_sample_pairs < 1:
+        raise DataError(
+            f"bpe_sample_pairs={config.bpe_sample_pairs}: the BPE needs a positive number of "
+            f"sampled training pairs, or null to learn from all of them"
+        )
+    if config.min_train_pairs < 0:
+        raise DataError(f"min_train_pairs={config.min_train_pairs} must be 0 (no check) or more")
     if config.overlong not in OVERLONG_POLICIES:
         raise DataError(
             f"unknown overlong={config.overlong!r}; expected one of {list(OVERLONG_POLICIES)} "
