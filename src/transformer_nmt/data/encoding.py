@@ -10,6 +10,7 @@ Specials, the ``max_len`` limit (drop or truncate) and dropping of empty pairs a
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import multiprocessing
@@ -51,24 +52,29 @@ def token_dtype(vocab_size: int) -> np.dtype:
 
 
 class NpyWriter:
-    """A 1-D ``.npy`` file written a block at a time; the header's length is set on close."""
+    """A 1-D ``.npy`` file written a block at a time (``with NpyWriter(...) as w: w.append(a)``);
+    the header's length is set when the block ends without an error."""
 
     def __init__(self, path: Path, dtype: np.dtype) -> None:
         self.path, self.dtype, self.length = path, np.dtype(dtype), 0
-        self.handle = open(path, "wb")  # noqa: SIM115 - closed by close()
+        self.handle = open(path, "wb")  # noqa: SIM115 - closed by __exit__
         self._write_header()
         self.header_bytes = self.handle.tell()
+
+    def __enter__(self) -> NpyWriter:
+        return self
 
     def append(self, array: np.ndarray) -> None:
         self.handle.write(memoryview(np.ascontiguousarray(array, dtype=self.dtype)))
         self.length += len(array)
 
-    def close(self) -> None:
-        self.handle.seek(0)
-        self._write_header()
-        if self.handle.tell() != self.header_bytes:  # the header grew: cannot happen below 10^20
-            raise RuntimeError(f"the .npy header of {self.path} changed size")
-        self.handle.close()
+    def __exit__(self, error_type, *_) -> None:
+        with self.handle:
+            if error_type is None:
+                self.handle.seek(0)
+                self._write_header()
+                if self.handle.tell() != self.header_bytes:  # only past 10^20 ids
+                    raise RuntimeError(f"the .npy header of {self.path} changed size")
 
     def _write_header(self) -> None:
         header = {
@@ -92,18 +98,21 @@ def encode_split(split: ParallelSplit, tokenizer, directory: Path, num_proc: int
     limit = np.iinfo(dtype).max
     writing = 0.0
     lengths: dict[str, list[np.ndarray]] = {"src": [], "tgt": []}
-    writers = {side: NpyWriter(directory / f"{side}_tokens.npy", dtype) for side in lengths}
-    for encoded_chunk in _encoded_chunks(tokenizer, split.chunks(), num_proc):
-        for side, (ids, chunk_lengths) in zip(lengths, encoded_chunk, strict=True):
-            if ids.size and ids.max() > limit:
-                raise ValueError(f"token id {ids.max()} does not fit the cache's {dtype}")
-            tick = time.perf_counter()
-            writers[side].append(ids)
-            writing += time.perf_counter() - tick
-            lengths[side].append(chunk_lengths)
-    tick = time.perf_counter()
+    with contextlib.ExitStack() as files:
+        writers = {
+            side: files.enter_context(NpyWriter(directory / f"{side}_tokens.npy", dtype))
+            for side in lengths
+        }
+        for encoded_chunk in _encoded_chunks(tokenizer, split.chunks(), num_proc):
+            for side, (ids, chunk_lengths) in zip(lengths, encoded_chunk, strict=True):
+                if ids.size and ids.max() > limit:
+                    raise ValueError(f"token id {ids.max()} does not fit the cache's {dtype}")
+                tick = time.perf_counter()
+                writers[side].append(ids)
+                writing += time.perf_counter() - tick
+                lengths[side].append(chunk_lengths)
+        tick = time.perf_counter()
     for side, side_lengths in lengths.items():
-        writers[side].close()
         counts = np.concatenate(side_lengths or [np.zeros(0, np.int64)])
         offsets = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
