@@ -8,7 +8,13 @@ from omegaconf import OmegaConf
 
 from tests.helpers.commands import run_script
 from tests.helpers.hydra_config import compose_config, conf_options
-from transformer_nmt.cli.train import build_callbacks, resolve_model_config, trainer_options
+from transformer_nmt.cli.errors import UsageError
+from transformer_nmt.cli.train_config import (
+    build_callbacks,
+    check_config,
+    resolve_model_config,
+    trainer_options,
+)
 from transformer_nmt.data import TranslationDataModule
 from transformer_nmt.decoding import SearchOptions
 from transformer_nmt.model import TransformerConfig
@@ -90,6 +96,21 @@ def test_model_config_errors_name_the_key_and_the_fix():
         resolve_model_config(typo, vocab_size=100, pad_id=0, data_max_len=256)
     with pytest.raises(Exception, match="n_heads"):
         compose_train("model.n_heads=four")
+
+
+@pytest.mark.parametrize(
+    ("override", "error"),
+    [
+        ("final_eval.splits=[dev]", "final_eval: final_eval.splits has unknown split(s) ['dev']"),
+        ("scheduler.warmup=0", "scheduler: scheduler.warmup must be a positive integer, got 0"),
+        ("label_smoothing=1.5", "label_smoothing must be in [0, 1), got 1.5"),
+        ("callbacks.last_checkpoint.every_n_train_steps=0", "callbacks.last_checkpoint: every_n"),
+    ],
+)
+def test_every_config_object_is_checked_before_the_data(override, error, tmp_path):
+    with pytest.raises(UsageError) as raised:
+        check_config(compose_train(override, output_dir=str(tmp_path)))
+    assert str(raised.value).startswith(error)
 
 
 @pytest.mark.parametrize("name", conf_options("scheduler"))
