@@ -222,6 +222,11 @@ def read_resume_checkpoint(cfg: DictConfig, model: dict) -> dict | None:
         return None
     path = Path(to_absolute_path(str(ckpt_path)))
     checkpoint = read_checkpoint(path, mmap=True)
+    if "optimizer_states" not in checkpoint or "loops" not in checkpoint:
+        raise CheckpointError(
+            f"cannot resume from {path}: it holds the model's weights but no optimizer or loop "
+            f"state (an averaged checkpoint?); resume from the last.ckpt of the run instead"
+        )
     trained = asdict(model_config(checkpoint, path))
     differing = [
         key
