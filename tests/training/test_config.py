@@ -103,6 +103,7 @@ def test_model_config_errors_name_the_key_and_the_fix():
 @pytest.mark.parametrize(
     ("override", "error"),
     [
+        ("+data.max_token=1000", "unknown data option(s) ['max_token']; valid keys are"),
         ("final_eval.splits=[dev]", "final_eval: final_eval.splits has unknown split(s) ['dev']"),
         ("scheduler.warmup=0", "scheduler: scheduler.warmup must be a positive integer, got 0"),
         ("label_smoothing=1.5", "label_smoothing must be in [0, 1), got 1.5"),

@@ -38,6 +38,7 @@ from transformer_nmt.tracking.loggers import build_loggers
 from transformer_nmt.training.optimizer import AdamConfig
 from transformer_nmt.training.schedules import StepSchedule
 
+from .config_schemas import SCHEMAS
 from .errors import UsageError
 
 # The vocabulary size and pad id the model is checked with before the tokenizer exists.
@@ -63,6 +64,7 @@ class TrainConfig:
 
 def check_config(cfg: DictConfig) -> TrainConfig:
     """Build every config object of a ``train.py`` config, before any data work."""
+    _check_known_keys(cfg)
     data = _checked("data", lambda: OmegaConf.to_object(cfg.data))
     model = resolve_model_config(
         cfg.model, *_placeholders(cfg.model), data_max_len=data.max_len
@@ -78,6 +80,16 @@ def check_config(cfg: DictConfig) -> TrainConfig:
     check_accelerator(trainer)
     callbacks = build_callbacks(cfg.get("callbacks"), trainer.get("enable_progress_bar", True))
     return TrainConfig(data, model, search, final_eval, trainer, callbacks)
+
+
+def _check_known_keys(cfg: DictConfig) -> None:
+    """Refuse a key a schema does not have: ``+data.max_token=…`` would otherwise be ignored
+    (Hydra's ``+`` adds keys even to a typed node, and ``to_object`` drops them)."""
+    for name, schema in SCHEMAS.items():
+        known = {f.name for f in fields(schema)}
+        unknown = sorted(set(cfg.get(name) or {}) - known)
+        if unknown:
+            raise UsageError(f"unknown {name} option(s) {unknown}; valid keys are {sorted(known)}")
 
 
 def _checked(name: str, build):
