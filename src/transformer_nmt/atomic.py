@@ -63,6 +63,20 @@ def write_text_atomically(path: Path | str, text: str) -> Path:
     return write_file_atomically(path, lambda handle: handle.write(text), binary=False)
 
 
+def check_writable_directory(directory: Path | str) -> None:
+    """Create ``directory`` if missing and check that a file can be written there; raises the
+    ``OSError`` a writer would meet (permission denied, read-only, a file in the way, ...)."""
+    directory = Path(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as error:  # a file where the directory should be
+        code = errno.ENOTDIR
+        raise NotADirectoryError(code, os.strerror(code), str(directory)) from error
+    fd, probe = tempfile.mkstemp(prefix=".write-check-", suffix=".tmp", dir=directory)
+    os.close(fd)
+    os.unlink(probe)
+
+
 def remove_stale_temporaries(path: Path | str) -> None:
     """Delete the temporary files of ``path`` that a writer killed mid-write left behind."""
     path = Path(path)
