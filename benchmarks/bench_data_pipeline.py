@@ -21,8 +21,11 @@ summed over the process and all its descendants (``process_memory.py``):
   peak while training.
 * ddp: warm, on 2 CPU ranks (``trainer.devices=2``, gloo), ``--num-workers`` DataLoader workers
   per rank; the peak of the tree and of each process. What the second rank adds beyond its
-  step's own tensors is the DDP tree's peak less the warm run's, less the step's tensors (the
-  warm main process's rise from the first step on).
+  step's own tensors is its PSS and its workers' as the first step starts, before any step
+  tensor exists (differences of peaks are unreliable: the heap keeps whichever step was
+  largest, so one process's peak varies by gigabytes from run to run).
+
+``--report results.json`` prints the tables of an earlier ``--json`` file without running.
 
 The synthetic corpus has Multi30k's ~40k distinct words where WMT16 has millions, so the BPE's
 merge phase is cheaper here than on the real data; everything else scales with N alone.
@@ -237,6 +240,46 @@ def _fmt(value: float | None, digits: int = 1) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
 
+def print_tables(results: dict[int, dict[str, Run]]) -> None:
+    """The summary table (one row per N) and every process's PSS."""
+    print(
+        "\n| N pairs | BPE s | encode s (writing) | cold → 1st step s | prep peak GiB "
+        "| warm → 1st step s | main before 1st step GiB | warm peak GiB | worker peak GiB "
+        "| DDP peak GiB | 2nd rank + its workers before its step GiB |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n_pairs, runs in results.items():
+        cold, warm, ddp = runs["cold"], runs["warm"], runs.get("ddp")
+        workers = [
+            gib
+            for run in (warm, ddp)
+            if run is not None
+            for role, gib in run.peak_by_role_gib.items()
+            if "worker" in role
+        ]
+        main_ready = warm.ready_by_role_gib.get("main", float("nan"))
+        second = (
+            sum(gib for role, gib in ddp.ready_by_role_gib.items() if role.startswith("rank1"))
+            if ddp
+            else None
+        )
+        print(
+            f"| {n_pairs:,} | {_fmt(cold.bpe_s)} | {_fmt(cold.encode_s)} ({_fmt(cold.write_s)}) "
+            f"| {_fmt(cold.seconds_to_first_step)} | {cold.peak_before_step_gib:.2f} "
+            f"| {_fmt(warm.seconds_to_first_step)} | {main_ready:.2f} "
+            f"| {warm.peak_training_gib:.2f} | {max(workers, default=float('nan')):.2f} "
+            f"| {_fmt(ddp.peak_training_gib if ddp else None, 2)} | {_fmt(second, 2)} |"
+        )
+    print("\nPSS per process (GiB) as the first step starts | peak over the run:")
+    for n_pairs, runs in results.items():
+        for name, run in runs.items():
+            roles = ", ".join(
+                f"{role} {run.ready_by_role_gib.get(role, float('nan')):.2f} | {peak:.2f}"
+                for role, peak in sorted(run.peak_by_role_gib.items())
+            )
+            print(f"  N={n_pairs:,} {name}: {roles}")
+
+
 def main() -> None:
     parser = script_parser(__doc__)
     parser.add_argument(
@@ -257,7 +300,18 @@ def main() -> None:
     parser.add_argument("--multi30k-dir", default=DEFAULT_MULTI30K, help="word frequencies")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="also write the results here")
+    parser.add_argument("--report", default=None, help="print the tables of a --json file")
     args = parser.parse_args()
+    if args.report:
+        payload = json.loads(Path(args.report).read_text())
+        print(f"# {payload['command']}")
+        print_tables(
+            {
+                int(n): {name: Run(**run) for name, run in runs.items()}
+                for n, runs in payload["results"].items()
+            }
+        )
+        return
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     work_dir = Path(args.work_dir)
 
@@ -278,40 +332,7 @@ def main() -> None:
         shutil.rmtree(cache_dir, ignore_errors=True)
 
     print(f"\nload average at the end: {load_average()}")
-    print(
-        "\n| N pairs | BPE s | encode s (writing) | cold → 1st step s | prep peak GiB "
-        "| warm → 1st step s | main before 1st step GiB | warm peak GiB | worker peak GiB "
-        "| DDP peak GiB | 2nd rank beyond its step GiB |"
-    )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for n_pairs, runs in results.items():
-        cold, warm, ddp = runs["cold"], runs["warm"], runs.get("ddp")
-        workers = [
-            gib
-            for run in (warm, ddp)
-            if run is not None
-            for role, gib in run.peak_by_role_gib.items()
-            if "worker" in role
-        ]
-        main_ready = warm.ready_by_role_gib.get("main", float("nan"))
-        # the step's own tensors: the main process's rise from the first step on
-        step_gib = warm.peak_by_role_gib.get("main", float("nan")) - main_ready
-        second = ddp.peak_training_gib - warm.peak_training_gib - step_gib if ddp else None
-        print(
-            f"| {n_pairs:,} | {_fmt(cold.bpe_s)} | {_fmt(cold.encode_s)} ({_fmt(cold.write_s)}) "
-            f"| {_fmt(cold.seconds_to_first_step)} | {cold.peak_before_step_gib:.2f} "
-            f"| {_fmt(warm.seconds_to_first_step)} | {main_ready:.2f} "
-            f"| {warm.peak_training_gib:.2f} | {max(workers, default=float('nan')):.2f} "
-            f"| {_fmt(ddp.peak_training_gib if ddp else None, 2)} | {_fmt(second, 2)} |"
-        )
-    print("\nPSS per process (GiB) as the first step starts | peak over the run:")
-    for n_pairs, runs in results.items():
-        for name, run in runs.items():
-            roles = ", ".join(
-                f"{role} {run.ready_by_role_gib.get(role, float('nan')):.2f} | {peak:.2f}"
-                for role, peak in sorted(run.peak_by_role_gib.items())
-            )
-            print(f"  N={n_pairs:,} {name}: {roles}")
+    print_tables(results)
     if args.json:
         payload = {
             "machine": machine,
