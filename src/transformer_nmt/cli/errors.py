@@ -9,13 +9,22 @@ from omegaconf import DictConfig, MissingMandatoryValue
 
 from transformer_nmt.checkpoint import CheckpointError
 from transformer_nmt.data import DataError
+from transformer_nmt.export.errors import MissingDependencyError, UnsupportedModelError
 
 
 class UsageError(ValueError):
     """A command-line option is missing or invalid; the message says which and how to fix it."""
 
 
-USER_ERRORS = (CheckpointError, DataError, UsageError, MissingMandatoryValue)
+USER_ERRORS = (
+    CheckpointError,
+    DataError,
+    UsageError,
+    MissingMandatoryValue,
+    UnsupportedModelError,
+    MissingDependencyError,
+    FileExistsError,
+)
 
 
 def exit_on_user_error(command: Callable[[DictConfig], object], cfg: DictConfig) -> None:

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
+from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
-from hydra.utils import instantiate
+from hydra.utils import instantiate, to_absolute_path
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint, ProgressBar
 from omegaconf import DictConfig, OmegaConf
 
-from transformer_nmt.checkpoint import AtomicCheckpointIO
+from transformer_nmt.checkpoint import AtomicCheckpointIO, LoadedCheckpoint
+from transformer_nmt.data.config import DataConfig
 from transformer_nmt.data.datamodule import TranslationDataModule
 from transformer_nmt.evaluation.final_eval import final_evaluation
+from transformer_nmt.export import import_marian
 from transformer_nmt.launch.ddp import adopt_hydra_launcher, distributed_job, wait_for_children
 from transformer_nmt.launch.host_memory import keep_freed_memory
 from transformer_nmt.model import TransformerConfig
@@ -37,9 +40,13 @@ def _fit(cfg: DictConfig) -> float | None:
     if cfg.get("keep_freed_host_memory", False) and keep_freed_memory():
         log.info("glibc keeps freed memory in the heap (keep_freed_host_memory=true)")
     pl.seed_everything(cfg.seed, workers=True)
-    datamodule = TranslationDataModule(OmegaConf.to_object(cfg.data))
+    pretrained = pretrained_model(cfg.get("init_from"), cfg.data)
+    datamodule = TranslationDataModule(data_config(cfg.data, pretrained))
     model_config = resolve_model_config(
-        cfg.model, datamodule.vocab_size, datamodule.pad_id, datamodule.max_len
+        cfg.model if pretrained is None else pretrained_model_config(pretrained, cfg.model),
+        datamodule.vocab_size,
+        datamodule.pad_id,
+        datamodule.max_len,
     )
     run_config = OmegaConf.to_container(cfg, resolve=True)
     module = TranslationModule(
@@ -56,6 +63,9 @@ def _fit(cfg: DictConfig) -> float | None:
         compile=bool(cfg.compile),
         run_config=run_config,
     )
+    if pretrained is not None:
+        module.model.load_state_dict(pretrained.model.state_dict())
+        log.info("initialised the model from %s", cfg.init_from)
     options = trainer_options(cfg.trainer)
     loggers = build_loggers(cfg.get("logger"))
     trainer = pl.Trainer(
@@ -112,6 +122,46 @@ def _fit(cfg: DictConfig) -> float | None:
     )
     best = [c.best_model_score for c in trainer.callbacks if isinstance(c, ModelCheckpoint)]
     return float(best[0]) if best and best[0] is not None else None
+
+
+# What a model started from a pretrained one takes from the ``model`` config: how it trains, not
+# its shape, which is the pretrained model's.
+TRAINING_MODEL_FIELDS = ("dropout", "attention_dropout", "attention")
+
+
+def pretrained_model(init_from: str | None, data_cfg: Any) -> LoadedCheckpoint | None:
+    """The Marian (or Pegasus) model ``init_from`` names (a Hub id or a folder), imported, or
+    None without ``init_from``."""
+    if not init_from:
+        return None
+    local = Path(to_absolute_path(init_from))
+    return import_marian(
+        local if local.exists() else init_from,
+        src_lang=data_cfg.get("src_lang"),
+        tgt_lang=data_cfg.get("tgt_lang"),
+    )
+
+
+def data_config(data_cfg: Any, pretrained: LoadedCheckpoint | None) -> DataConfig:
+    """The ``data`` config as a :class:`DataConfig`; a pretrained model brings its tokenizer."""
+    config = OmegaConf.to_object(data_cfg)
+    if pretrained is None:
+        return config
+    if config.tokenizer == "pretrained" and config.tokenizer_name != pretrained.tokenizer_dir:
+        raise ValueError(
+            f"init_from={pretrained.tokenizer_dir} brings its own tokenizer, but the data config "
+            f"names data.tokenizer_name={config.tokenizer_name}; leave data.tokenizer unset"
+        )
+    return replace(config, tokenizer="pretrained", tokenizer_name=pretrained.tokenizer_dir)
+
+
+def pretrained_model_config(pretrained: LoadedCheckpoint, model_cfg: Any) -> dict:
+    """The pretrained model's config, with the ``model`` config's training options
+    (:data:`TRAINING_MODEL_FIELDS`)."""
+    options = pretrained.model.config.to_dict()
+    for name in TRAINING_MODEL_FIELDS:
+        options[name] = model_cfg[name]
+    return options
 
 
 def resolve_model_config(model_cfg: Any, vocab_size: int, pad_id: int, data_max_len: int) -> dict:

@@ -1,4 +1,5 @@
-"""``python translate.py``: stdin to stdout, one line per line, with a checkpoint."""
+"""``python translate.py``: stdin to stdout, one line per line, with a checkpoint (or, with
+``engine=ct2``, a CTranslate2 export)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,15 @@ from typing import TextIO
 
 from omegaconf import DictConfig
 
-from transformer_nmt.evaluation import Translator
+from transformer_nmt.evaluation import TextTranslator
 
-from .loading import load_from_config, log_to_stderr, translator_from_config
+from .loading import load_translator, log_to_stderr
 
 
 def translate_command(cfg: DictConfig) -> None:
     """stdin → stdout, one line in, one line out; an interactive prompt on a terminal."""
     log_to_stderr()
-    translator = translator_from_config(cfg, load_from_config(cfg))
+    translator = load_translator(cfg).translator
     for stream in (sys.stdin, sys.stdout):
         if hasattr(stream, "reconfigure"):  # UTF-8 whatever the locale; split on \n only
             stream.reconfigure(encoding="utf-8", newline="\n")
@@ -28,7 +29,7 @@ def translate_command(cfg: DictConfig) -> None:
 
 
 def translate_stream(
-    translator: Translator, lines: Iterable[str], output: TextIO, chunk_lines: int = 1000
+    translator: TextTranslator, lines: Iterable[str], output: TextIO, chunk_lines: int = 1000
 ) -> int:
     """Translate ``lines`` in chunks of ``chunk_lines`` (each sorted by length internally),
     writing one line per input line to ``output``; returns the number of lines.
@@ -44,7 +45,7 @@ def translate_stream(
 
 
 def translate_interactively(
-    translator: Translator, lines: TextIO, output: TextIO, prompt_to: TextIO
+    translator: TextTranslator, lines: TextIO, output: TextIO, prompt_to: TextIO
 ) -> None:
     """Prompt ``> `` on ``prompt_to``, translate each line typed, until end of input."""
     while True:
