@@ -5,6 +5,7 @@ hold fails once."""
 import pytest
 import torch
 
+from tests.helpers.marian_folder import SMALL_MARIAN
 from tests.helpers.toy_checkpoint import pad_rows, train_toy_checkpoint
 from transformer_nmt.export import UnsupportedModelError, export_huggingface, import_marian
 from transformer_nmt.export.huggingface import hf_logits
@@ -110,17 +111,7 @@ def test_our_export_imports_back_to_our_exact_weights(norm, tmp_path):
 def test_what_our_model_cannot_hold_is_one_error(overrides, fields):
     from transformers import MarianConfig
 
-    fields_of_a_small_marian = dict(
-        vocab_size=60,
-        d_model=32,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
-        activation_function="swish",
-        scale_embedding=True,
-    )
-    config = MarianConfig(**{**fields_of_a_small_marian, **overrides})
+    config = MarianConfig(**{**SMALL_MARIAN, "vocab_size": 60, **overrides})
     with pytest.raises(UnsupportedModelError) as error:
         config_from_hf(config, output_bias=True)
     assert [problem.split(" (")[0] for problem in error.value.problems] == fields

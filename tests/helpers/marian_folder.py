@@ -14,6 +14,19 @@ import torch
 from .corpus import make_pairs
 
 MARIAN_LANGUAGES = ("en", "de")
+# The model's shape: two layers per stack of width 32, four heads, as tiny_config; opus-mt's swish.
+SMALL_MARIAN = dict(
+    d_model=32,
+    encoder_layers=2,
+    decoder_layers=2,
+    encoder_attention_heads=4,
+    decoder_attention_heads=4,
+    encoder_ffn_dim=64,
+    decoder_ffn_dim=64,
+    activation_function="swish",
+    scale_embedding=True,
+    max_position_embeddings=64,
+)
 
 
 def build_marian_folder(directory: Path, model_type: str = "marian", **config_overrides) -> Path:
@@ -56,17 +69,8 @@ def build_marian_folder(directory: Path, model_type: str = "marian", **config_ov
         target_lang=target_lang,
     ).save_pretrained(directory)
     fields = dict(
+        SMALL_MARIAN,
         vocab_size=len(vocab),
-        d_model=32,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
-        activation_function="swish",
-        scale_embedding=True,
-        max_position_embeddings=64,
         pad_token_id=vocab["<pad>"],
         eos_token_id=0,
         decoder_start_token_id=vocab["<pad>"],

@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
+import torch
 from torch import Tensor
 
 from transformer_nmt.atomic import write_directory_atomically
@@ -207,27 +208,25 @@ def export_huggingface(
         reloaded = AutoModelForSeq2SeqLM.from_pretrained(directory).eval()
         src, tgt_in = probe_batch(config, *ids)
         expected = our_logits(checkpoint.model, src, tgt_in)
-        actual = hf_logits(reloaded, src, tgt_in, checkpoint.pad_id)
+        with torch.inference_mode():
+            actual = hf_logits(reloaded, src, tgt_in, checkpoint.pad_id)
         check_same_logits(expected, actual, tgt_in, checkpoint.pad_id, "the exported HF model")
 
     return write_directory_atomically(output_dir, build, overwrite=overwrite)
 
 
 def hf_logits(hf_model, src_ids: Tensor, tgt_in_ids: Tensor, pad_id: int) -> Tensor:
-    """Teacher-forced logits of an HF seq2seq model, padding masked as ours (the decoder start
-    stays visible even where it is the pad id)."""
-    import torch
-
+    """Teacher-forced logits [B, T, V] of an HF seq2seq model, padding masked as ours (the
+    decoder start stays visible even where it is the pad id)."""
     decoder_mask = tgt_in_ids != pad_id
     decoder_mask[:, 0] = True
-    with torch.inference_mode():
-        return hf_model(
-            input_ids=src_ids,
-            attention_mask=src_ids != pad_id,
-            decoder_input_ids=tgt_in_ids,
-            decoder_attention_mask=decoder_mask,
-            use_cache=False,
-        ).logits.float()
+    return hf_model(
+        input_ids=src_ids,
+        attention_mask=src_ids != pad_id,
+        decoder_input_ids=tgt_in_ids,
+        decoder_attention_mask=decoder_mask,
+        use_cache=False,
+    ).logits
 
 
 def _check_covered(missing: list[str], unexpected: list[str], config: TransformerConfig) -> None:

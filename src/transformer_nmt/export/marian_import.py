@@ -15,6 +15,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import torch
+
 from transformer_nmt.checkpoint import CheckpointError, LoadedCheckpoint
 from transformer_nmt.model import Transformer, TransformerConfig
 
@@ -123,7 +125,8 @@ def import_marian(
     ids = (hf_config.decoder_start_token_id, hf_config.eos_token_id, hf_config.pad_token_id)
     src, tgt_in = probe_batch(model.config, *ids)
     actual = our_logits(model, src, tgt_in)
-    expected = hf_logits(hf_model, src, tgt_in, hf_config.pad_token_id)
+    with torch.inference_mode():
+        expected = hf_logits(hf_model, src, tgt_in, hf_config.pad_token_id)
     check_same_logits(expected, actual, tgt_in, hf_config.pad_token_id, f"the import of {name}")
 
     recorded = ExportMetadata.read(name) if Path(name).is_dir() else None
