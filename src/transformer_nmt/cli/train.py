@@ -4,27 +4,37 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, fields, replace
-from pathlib import Path
-from typing import Any
 
 import lightning.pytorch as pl
-from hydra.utils import instantiate, to_absolute_path
-from lightning.pytorch.callbacks import Callback, ModelCheckpoint, ProgressBar
+from lightning.fabric.utilities.exceptions import MisconfigurationException
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
-from transformer_nmt.checkpoint import AtomicCheckpointIO, LoadedCheckpoint
-from transformer_nmt.data.config import DataConfig
+from transformer_nmt.checkpoint import AtomicCheckpointIO
+from transformer_nmt.data import tokenizer_identity
 from transformer_nmt.data.datamodule import TranslationDataModule
 from transformer_nmt.evaluation.final_eval import final_evaluation
-from transformer_nmt.export import import_marian
 from transformer_nmt.launch.ddp import adopt_hydra_launcher, distributed_job, wait_for_children
 from transformer_nmt.launch.host_memory import keep_freed_memory
-from transformer_nmt.model import TransformerConfig
-from transformer_nmt.tracking.loggers import build_loggers, finish_loggers
+from transformer_nmt.tracking.loggers import finish_loggers
 from transformer_nmt.tracking.overrides import job_overrides, override_values
 from transformer_nmt.tracking.summary import finite_metrics, run_summary, write_summary
 from transformer_nmt.training.module import TranslationModule
+
+from .errors import UsageError
+from .train_config import (
+    TrainConfig,
+    build_run_loggers,
+    check_config,
+    check_writable_outputs,
+    data_config,
+    pretrained_model,
+    pretrained_model_config,
+    read_resume_checkpoint,
+    require_checkpoint_tokenizer,
+    resolve_model_config,
+)
 
 log = logging.getLogger(__name__)
 
@@ -37,49 +47,49 @@ def train(cfg: DictConfig) -> float | None:
 
 def _fit(cfg: DictConfig) -> float | None:
     started = time.perf_counter()
-    if cfg.get("keep_freed_host_memory", False) and keep_freed_memory():
-        log.info("glibc keeps freed memory in the heap (keep_freed_host_memory=true)")
-    pl.seed_everything(cfg.seed, workers=True)
-    pretrained = pretrained_model(cfg.get("init_from"), cfg.data)
-    datamodule = TranslationDataModule(data_config(cfg.data, pretrained))
-    model_config = resolve_model_config(
-        cfg.model if pretrained is None else pretrained_model_config(pretrained, cfg.model),
-        datamodule.vocab_size,
-        datamodule.pad_id,
-        datamodule.max_len,
-    )
-    run_config = OmegaConf.to_container(cfg, resolve=True)
-    module = TranslationModule(
-        model_config=model_config,
-        tokenizer_dir=datamodule.tokenizer_dir,
-        src_lang=datamodule.src_lang,
-        tgt_lang=datamodule.tgt_lang,
-        bos_id=datamodule.bos_id,
-        eos_id=datamodule.eos_id,
-        pad_id=datamodule.pad_id,
-        label_smoothing=cfg.label_smoothing,
-        optimizer=OmegaConf.to_container(cfg.optimizer, resolve=True),
-        scheduler=OmegaConf.to_container(cfg.scheduler, resolve=True),
-        compile=bool(cfg.compile),
-        run_config=run_config,
-    )
-    if pretrained is not None:
-        module.model.load_state_dict(pretrained.model.state_dict())
-        log.info("initialised the model from %s", cfg.init_from)
-    options = trainer_options(cfg.trainer)
-    loggers = build_loggers(cfg.get("logger"))
-    trainer = pl.Trainer(
-        **options,
-        logger=loggers,
-        callbacks=build_callbacks(cfg.get("callbacks"), options.get("enable_progress_bar", True)),
-        plugins=[AtomicCheckpointIO()],
-        use_distributed_sampler=False,  # the data module shards its own token-bucketed batches
-        default_root_dir=cfg.output_dir,
-    )
-    adopt_hydra_launcher(trainer)
     overrides = job_overrides()
+    trainer, module, loggers = None, None, []
     status, error, metrics, fit_time_s = "failed", None, None, None
     try:
+        if cfg.get("keep_freed_host_memory", False) and keep_freed_memory():
+            log.info("glibc keeps freed memory in the heap (keep_freed_host_memory=true)")
+        pl.seed_everything(cfg.seed, workers=True)
+        # every check that needs no data first: reading the corpus or training a BPE takes long
+        checked = check_config(cfg)
+        pretrained = pretrained_model(cfg.get("init_from"), checked.data)
+        datamodule = TranslationDataModule(data_config(checked.data, pretrained))
+        check_writable_outputs(cfg.output_dir, checked.callbacks)
+        resume_from = read_resume_checkpoint(cfg, checked.model)
+        run_config = OmegaConf.to_container(cfg, resolve=True)
+        loggers = build_run_loggers(cfg.get("logger"))
+        trainer = _build_trainer(cfg, checked, loggers)
+        adopt_hydra_launcher(trainer)
+        model_config = resolve_model_config(
+            cfg.model if pretrained is None else pretrained_model_config(pretrained, cfg.model),
+            datamodule.vocab_size,
+            datamodule.pad_id,
+            datamodule.max_len,
+        )
+        if resume_from is not None:
+            require_checkpoint_tokenizer(resume_from, datamodule)
+        module = TranslationModule(
+            model_config=model_config,
+            tokenizer_dir=datamodule.tokenizer_dir,
+            src_lang=datamodule.src_lang,
+            tgt_lang=datamodule.tgt_lang,
+            bos_id=datamodule.bos_id,
+            eos_id=datamodule.eos_id,
+            pad_id=datamodule.pad_id,
+            label_smoothing=cfg.label_smoothing,
+            optimizer=OmegaConf.to_container(cfg.optimizer, resolve=True),
+            scheduler=OmegaConf.to_container(cfg.scheduler, resolve=True),
+            compile=bool(cfg.compile),
+            run_config=run_config,
+            tokenizer_identity=tokenizer_identity(datamodule.tokenizer),
+        )
+        if pretrained is not None:
+            module.model.load_state_dict(pretrained.model.state_dict())
+            log.info("initialised the model from %s", cfg.init_from)
         for logger in loggers:
             logger.log_hyperparams(run_config)
             if overrides:  # the job's axes as config keys, for W&B's grouping views
@@ -89,11 +99,9 @@ def _fit(cfg: DictConfig) -> float | None:
         fit_time_s = time.perf_counter() - fit_started
         metrics = finite_metrics(trainer.callback_metrics)
         if not trainer.interrupted:
-            final_eval, search = (
-                OmegaConf.to_object(cfg.final_eval),
-                OmegaConf.to_object(cfg.search),
+            metrics.update(
+                final_evaluation(trainer, module, datamodule, checked.final_eval, checked.search)
             )
-            metrics.update(final_evaluation(trainer, module, datamodule, final_eval, search))
         wait_for_children(trainer)
         status = "interrupted" if trainer.interrupted else "finished"
     except BaseException as exception:
@@ -101,7 +109,7 @@ def _fit(cfg: DictConfig) -> float | None:
         raise
     finally:
         finish_loggers(loggers, status == "finished")
-        if trainer.is_global_zero:
+        if _is_global_zero(trainer):
             summary = run_summary(
                 trainer,
                 module,
@@ -112,7 +120,7 @@ def _fit(cfg: DictConfig) -> float | None:
                 wall_time_s=time.perf_counter() - started,
                 fit_time_s=fit_time_s,
             )
-            write_summary(cfg.output_dir, summary)
+            _write_summary(cfg.output_dir, summary)
     log.info(
         "rank %d of %d finished at step %d; checkpoints in %s/checkpoints",
         trainer.global_rank,
@@ -124,99 +132,28 @@ def _fit(cfg: DictConfig) -> float | None:
     return float(best[0]) if best and best[0] is not None else None
 
 
-# What a model started from a pretrained one takes from the ``model`` config: how it trains, not
-# its shape, which is the pretrained model's.
-TRAINING_MODEL_FIELDS = ("dropout", "attention_dropout", "attention")
-
-
-def pretrained_model(init_from: str | None, data_cfg: Any) -> LoadedCheckpoint | None:
-    """The Marian (or Pegasus) model ``init_from`` names (a Hub id or a folder), imported, or
-    None without ``init_from``."""
-    if not init_from:
-        return None
-    local = Path(to_absolute_path(init_from))
-    return import_marian(
-        local if local.exists() else init_from,
-        src_lang=data_cfg.get("src_lang"),
-        tgt_lang=data_cfg.get("tgt_lang"),
-    )
-
-
-def data_config(data_cfg: Any, pretrained: LoadedCheckpoint | None) -> DataConfig:
-    """The ``data`` config as a :class:`DataConfig`; a pretrained model brings its tokenizer."""
-    config = OmegaConf.to_object(data_cfg)
-    if pretrained is None:
-        return config
-    if config.tokenizer == "pretrained" and config.tokenizer_name != pretrained.tokenizer_dir:
-        raise ValueError(
-            f"init_from={pretrained.tokenizer_dir} brings its own tokenizer, but the data config "
-            f"names data.tokenizer_name={config.tokenizer_name}; leave data.tokenizer unset"
+def _build_trainer(cfg: DictConfig, checked: TrainConfig, loggers: list) -> pl.Trainer:
+    try:
+        return pl.Trainer(
+            **checked.trainer,
+            logger=loggers,
+            callbacks=checked.callbacks,
+            plugins=[AtomicCheckpointIO()],
+            use_distributed_sampler=False,  # the data module shards its token-bucketed batches
+            default_root_dir=cfg.output_dir,
         )
-    return replace(config, tokenizer="pretrained", tokenizer_name=pretrained.tokenizer_dir)
+    except (MisconfigurationException, ValueError) as error:
+        raise UsageError(f"trainer: {error}") from error
 
 
-def pretrained_model_config(pretrained: LoadedCheckpoint, model_cfg: Any) -> dict:
-    """The pretrained model's config, with the ``model`` config's training options
-    (:data:`TRAINING_MODEL_FIELDS`)."""
-    options = pretrained.model.config.to_dict()
-    for name in TRAINING_MODEL_FIELDS:
-        options[name] = model_cfg[name]
-    return options
+def _is_global_zero(trainer: pl.Trainer | None) -> bool:
+    """Whether this process is rank 0 (before the trainer exists: from the environment)."""
+    return trainer.is_global_zero if trainer is not None else rank_zero_only.rank == 0
 
 
-def resolve_model_config(model_cfg: Any, vocab_size: int, pad_id: int, data_max_len: int) -> dict:
-    """All ``TransformerConfig`` fields as a plain dict, vocabulary sizes and pad id from the data.
-
-    The ``model`` config leaves ``src_vocab_size``, ``tgt_vocab_size`` and ``pad_id`` unset
-    (``???``): they are the tokenizer's. A value set there must agree with it.
-    """
-    options = (
-        OmegaConf.to_container(model_cfg, resolve=True, throw_on_missing=False)
-        if OmegaConf.is_config(model_cfg)
-        else dict(model_cfg)
-    )
-    for key, value in (
-        ("src_vocab_size", vocab_size),
-        ("tgt_vocab_size", vocab_size),
-        ("pad_id", pad_id),
-    ):
-        if options.get(key) in (None, "???"):
-            options[key] = value
-        elif options[key] != value:
-            raise ValueError(
-                f"model.{key}={options[key]} but the data's tokenizer has {value}; leave "
-                f"model.{key} unset to take it from the data"
-            )
-    known = {f.name for f in fields(TransformerConfig)}
-    unknown = sorted(set(options) - known)
-    if unknown:  # a key added with +model.<key>=... that the schema does not have
-        raise ValueError(f"unknown model option(s) {unknown}; valid keys are {sorted(known)}")
-    config = TransformerConfig(**options)
-    if config.max_len < data_max_len:
-        raise ValueError(
-            f"model.max_len={config.max_len} is shorter than data.max_len={data_max_len}: the "
-            f"decoder needs a position for every target token; raise model.max_len or lower "
-            f"data.max_len"
-        )
-    return asdict(config)
-
-
-def trainer_options(trainer_cfg: Any) -> dict:
-    """``Trainer`` keyword arguments from the ``trainer`` group."""
-    options = OmegaConf.to_container(trainer_cfg, resolve=True)
-    if "use_distributed_sampler" in options:
-        raise ValueError(
-            "remove trainer.use_distributed_sampler: it is always False, because the data "
-            "module shards its token-bucketed batches across ranks itself"
-        )
-    return options
-
-
-def build_callbacks(callbacks_cfg: Any, enable_progress_bar: bool = True) -> list[Callback]:
-    """Instantiate every non-null entry of ``callbacks`` (progress bars only if enabled)."""
-    specs = (callbacks_cfg or {}).values()
-    # _convert_="object": the ``search`` node they take becomes a SearchOptions
-    callbacks = [instantiate(spec, _convert_="object") for spec in specs if spec is not None]
-    if not enable_progress_bar:
-        callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
-    return callbacks
+def _write_summary(output_dir: str, summary: dict) -> None:
+    """Write summary.json, unless the output directory is what failed (the error says so)."""
+    try:
+        write_summary(output_dir, summary)
+    except OSError as error:
+        log.warning("could not write summary.json into %s: %s", output_dir, error)
