@@ -28,6 +28,9 @@ from .train_config import (
     build_run_loggers,
     check_config,
     check_writable_outputs,
+    data_config,
+    pretrained_model,
+    pretrained_model_config,
     read_resume_checkpoint,
     require_checkpoint_tokenizer,
     resolve_model_config,
@@ -53,7 +56,8 @@ def _fit(cfg: DictConfig) -> float | None:
         pl.seed_everything(cfg.seed, workers=True)
         # every check that needs no data first: reading the corpus or training a BPE takes long
         checked = check_config(cfg)
-        datamodule = TranslationDataModule(checked.data)
+        pretrained = pretrained_model(cfg.get("init_from"), checked.data)
+        datamodule = TranslationDataModule(data_config(checked.data, pretrained))
         check_writable_outputs(cfg.output_dir, checked.callbacks)
         resume_from = read_resume_checkpoint(cfg, checked.model)
         run_config = OmegaConf.to_container(cfg, resolve=True)
@@ -61,7 +65,10 @@ def _fit(cfg: DictConfig) -> float | None:
         trainer = _build_trainer(cfg, checked, loggers)
         adopt_hydra_launcher(trainer)
         model_config = resolve_model_config(
-            cfg.model, datamodule.vocab_size, datamodule.pad_id, datamodule.max_len
+            cfg.model if pretrained is None else pretrained_model_config(pretrained, cfg.model),
+            datamodule.vocab_size,
+            datamodule.pad_id,
+            datamodule.max_len,
         )
         if resume_from is not None:
             require_checkpoint_tokenizer(resume_from, datamodule)
@@ -80,6 +87,9 @@ def _fit(cfg: DictConfig) -> float | None:
             run_config=run_config,
             tokenizer_identity=tokenizer_identity(datamodule.tokenizer),
         )
+        if pretrained is not None:
+            module.model.load_state_dict(pretrained.model.state_dict())
+            log.info("initialised the model from %s", cfg.init_from)
         for logger in loggers:
             logger.log_hyperparams(run_config)
             if overrides:  # the job's axes as config keys, for W&B's grouping views
