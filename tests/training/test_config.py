@@ -111,6 +111,19 @@ def test_trainer_options_are_trainer_arguments(name):
         assert trainer.max_steps == 100000
 
 
+def test_intervals_count_optimizer_steps_and_the_main_job_steps_on_the_papers_batch():
+    options = trainer_options(compose_train().trainer)
+    # 6 batches of <= 4096 padded tokens per side: ~24k target tokens per step (paper: ~25k)
+    assert options["accumulate_grad_batches"] * compose_train().data.max_tokens == 6 * 4096
+    assert options["val_check_interval"] == 5000 * 6  # Lightning counts batches
+    steps = trainer_options(compose_train("trainer.accumulate_grad_batches=3").trainer)
+    assert steps["val_check_interval"] == 15000 and steps["log_every_n_steps"] == 50
+    epochs = trainer_options(compose_train("trainer.val_check_interval=0.5").trainer)
+    assert epochs["val_check_interval"] == 0.5  # a share of an epoch stays one
+    for experiment in ("multi30k", "multi30k_base"):  # CPU recipes: a step is one batch
+        assert compose_train(f"experiment={experiment}").trainer.accumulate_grad_batches == 1
+
+
 def test_use_distributed_sampler_cannot_be_turned_on():
     cfg = compose_train("+trainer.use_distributed_sampler=true")
     with pytest.raises(ValueError, match="remove trainer.use_distributed_sampler"):

@@ -51,6 +51,7 @@ def _fit(cfg: DictConfig) -> float | None:
         eos_id=datamodule.eos_id,
         pad_id=datamodule.pad_id,
         label_smoothing=cfg.label_smoothing,
+        fused_loss=bool(cfg.fused_loss),
         optimizer=OmegaConf.to_container(cfg.optimizer, resolve=True),
         scheduler=OmegaConf.to_container(cfg.scheduler, resolve=True),
         compile=bool(cfg.compile),
@@ -67,6 +68,8 @@ def _fit(cfg: DictConfig) -> float | None:
         default_root_dir=cfg.output_dir,
     )
     adopt_hydra_launcher(trainer)
+    if trainer.is_global_zero:
+        log.info(describe_batch(trainer, datamodule.max_tokens))
     overrides = job_overrides()
     status, error, metrics, fit_time_s = "failed", None, None, None
     try:
@@ -152,14 +155,37 @@ def resolve_model_config(model_cfg: Any, vocab_size: int, pad_id: int, data_max_
 
 
 def trainer_options(trainer_cfg: Any) -> dict:
-    """``Trainer`` keyword arguments from the ``trainer`` group."""
+    """``Trainer`` keyword arguments from the ``trainer`` group, whose intervals all count
+    optimizer steps.
+
+    ``max_steps`` and ``log_every_n_steps`` are optimizer steps to Lightning too (so is
+    ``callbacks.last_checkpoint.every_n_train_steps``); an integer ``val_check_interval`` is
+    training batches to Lightning, so it is multiplied here by ``accumulate_grad_batches``, the
+    batches of one optimizer step. (A float stays a fraction of an epoch.)
+    """
     options = OmegaConf.to_container(trainer_cfg, resolve=True)
     if "use_distributed_sampler" in options:
         raise ValueError(
             "remove trainer.use_distributed_sampler: it is always False, because the data "
             "module shards its token-bucketed batches across ranks itself"
         )
+    accumulate = options.get("accumulate_grad_batches", 1)
+    interval = options.get("val_check_interval")
+    if isinstance(interval, int) and not isinstance(interval, bool):
+        options["val_check_interval"] = interval * accumulate
     return options
+
+
+def describe_batch(trainer: pl.Trainer, max_tokens: int | None) -> str:
+    """What one optimizer step trains on, for the log: micro-batches × devices × tokens."""
+    accumulate, devices = trainer.accumulate_grad_batches, trainer.world_size
+    if max_tokens is None:
+        return f"an optimizer step takes {accumulate} batch(es) on each of {devices} device(s)"
+    return (
+        f"an optimizer step takes {accumulate} batch(es) x {devices} device(s) x <= {max_tokens} "
+        f"padded tokens = <= {accumulate * devices * max_tokens:,} padded target tokens (the "
+        f"paper: ~25,000 target tokens; trainer.accumulate_grad_batches sets the first factor)"
+    )
 
 
 def build_callbacks(callbacks_cfg: Any, enable_progress_bar: bool = True) -> list[Callback]:
