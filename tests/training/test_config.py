@@ -151,12 +151,12 @@ def test_data_options_construct_the_data_module(name):
 def test_callbacks_build_and_progress_bar_follows_the_trainer_flag(tmp_path):
     cfg = compose_train(output_dir=str(tmp_path))
     names = {type(c).__name__ for c in build_callbacks(cfg.callbacks)}
-    assert {"ModelCheckpoint", "LastCheckpoint", "RichProgressBar", "SampleTranslations"} <= names
+    assert {"ModelCheckpoint", "LastCheckpoint", "ProgressBar", "TrainingLog"} <= names
     samples = next(
         c for c in build_callbacks(cfg.callbacks) if type(c).__name__ == "SampleTranslations"
     )
     assert samples.search == SearchOptions()  # the run's ``search`` node, as the dataclass
-    assert "RichProgressBar" not in {
+    assert "ProgressBar" not in {
         type(c).__name__ for c in build_callbacks(cfg.callbacks, enable_progress_bar=False)
     }
 
