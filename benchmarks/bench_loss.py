@@ -4,8 +4,8 @@
         [--vocab 8000 37000] [--chunk 1024] [--repeats 3] [--threads 2] [--no-memory]
 
 ``head``: forward + backward of the loss head alone: hidden [N, d] and the tied weight [V, d]
-both require grad, ε = 0.1, float32, no padding (the fused path's worst case: it skips pad
-rows). d is 256 at V = 8000 (the Multi30k model) and 512 at V = 37000 (the paper's base).
+both require grad, ε = 0.1, float32, no padding. d is 256 at V = 8000 (the Multi30k model) and
+512 at V = 37000 (the paper's base).
 *plain* is ``F.linear`` then ``label_smoothed_loss``; *fused* is
 ``chunked_linear_label_smoothed_loss`` with chunks of ``--chunk`` rows.
 

@@ -52,8 +52,8 @@ def plain(hidden, weight, labels, epsilon):
 @pytest.mark.parametrize("epsilon", [0.0, 0.1])
 @pytest.mark.parametrize("chunk_size", [1, 7, 13, 40, 4096])
 def test_sums_and_gradients_match_the_plain_path(epsilon, chunk_size):
-    """Chunks that divide the 39 real tokens (1, 13) or not (7), and larger than them (40) or
-    than all rows (4096); pad rows of the hidden gradient are exactly zero."""
+    """Chunks of the 53 rows (39 real tokens) that leave a shorter last chunk (7, 13, 40) or not
+    (1), or exceed them (4096); pad rows of the hidden gradient are exactly zero."""
     hidden, weight, labels = make_inputs()
     ours, grad_hidden, grad_weight = sums_and_grads(
         fused, hidden, weight, labels, epsilon, chunk_size=chunk_size
@@ -106,7 +106,7 @@ def test_no_gradient_work_without_grad_mode(monkeypatch):
     monkeypatch.setattr(fused_loss, "_chunk_forward", lambda *a: flags.append(a[5]) or original(*a))
     with torch.no_grad():
         losses = fused(hidden, weight, labels, 0.1)
-    assert flags == [False] * 3 and not losses.loss_sum.requires_grad
+    assert flags == [False] * 4 and not losses.loss_sum.requires_grad  # 53 rows, chunks of 16
     assert torch.equal(losses.loss_sum, expected.loss_sum.detach())
 
 

@@ -19,11 +19,12 @@ Per non-pad token with logits z = W h [V], label y and smoothing ε:
 
 Besides the three matrix products only four passes go over a [C, V] block (max, subtract, exp,
 sum): the softmax's normalisation, the mean logit and the uniform -ε/V are moved onto [C, d] and
-[d] terms. Pad tokens are skipped, not computed and masked. The gradients are ordinary autograd
-gradients of ``loss_sum``: backward only scales the ones computed in forward by its incoming
-gradient, so a weight tied to an embedding receives both contributions and DDP all-reduces
-them as usual. A forward whose loss is never backpropagated wastes that work: evaluate under
-``torch.no_grad()`` (Lightning does), where only the loss is computed.
+[d] terms. Pad rows are computed, as on the plain path, and masked: the chunks follow from the
+shape alone, so nothing waits for the device to count the real rows. The gradients are ordinary
+autograd gradients of ``loss_sum``: backward only scales the ones computed in forward by its
+incoming gradient, so a weight tied to an embedding receives both contributions and DDP
+all-reduces them as usual. A forward whose loss is never backpropagated wastes that work:
+evaluate under ``torch.no_grad()`` (Lightning does), where only the loss is computed.
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ class _ChunkedLinearLabelSmoothedLoss(torch.autograd.Function):
     ) -> tuple[Tensor, Tensor, Tensor]:
         device = hidden.device
         vocab_size = weight.size(0)
-        kept_rows = (labels != pad_id).nonzero().squeeze(1)  # [K] rows with a real target
+        keep = labels != pad_id  # [N], rows with a real target
         compute_grad = compute_grad_hidden or compute_grad_weight
         with torch.autocast(device_type=device.type, enabled=False):
             weight_f32 = weight.float()  # [V, d]; no copy for a float32 weight
@@ -118,38 +119,42 @@ class _ChunkedLinearLabelSmoothedLoss(torch.autograd.Function):
             grad_weight_f32 = (  # [V, d], summed over the chunks in float32
                 weight_f32.new_zeros(weight_f32.shape) if compute_grad_weight else None
             )
-            hidden_sum = weight_f32.new_zeros(weight_f32.size(1))  # [d], Σ of the kept rows
+            hidden_sum = weight_f32.new_zeros(weight_f32.size(1))  # [d], Σ of the real rows
             nll_total = torch.zeros((), dtype=torch.float64, device=device)
             smooth_total = torch.zeros((), dtype=torch.float64, device=device)
-            for start in range(0, kept_rows.numel(), chunk_size):
-                rows = kept_rows[start : start + chunk_size]  # [C]
-                hidden_chunk = hidden.index_select(0, rows).float()  # [C, d]
-                targets = labels.index_select(0, rows).unsqueeze(1)  # [C, 1]
+            # Every row, in order, pad rows masked: the chunks follow from the shape alone, so
+            # nothing waits for the device to count the real rows.
+            for start in range(0, labels.size(0), chunk_size):
+                rows = slice(start, start + chunk_size)
+                hidden_chunk = hidden[rows].float()  # [C, d]
+                real = keep[rows].unsqueeze(1)  # [C, 1]
                 chunk = _chunk_forward(
-                    hidden_chunk, weight_f32, weight_mean, targets, epsilon, compute_grad
-                )
-                nll_total += chunk.nll.sum(dtype=torch.float64)
-                smooth_total += chunk.smooth.sum(dtype=torch.float64)
+                    hidden_chunk, weight_f32, weight_mean, labels[rows].unsqueeze(1), epsilon,
+                    compute_grad,
+                )  # fmt: skip
+                nll_total += torch.where(real[:, 0], chunk.nll, 0.0).sum(dtype=torch.float64)
+                smooth_total += torch.where(real[:, 0], chunk.smooth, 0.0).sum(dtype=torch.float64)
                 if not compute_grad:
                     continue
-                # ∂loss/∂logits = exp_block / Σexp - ε/V: the 1/Σexp is a row scale of the
-                # [C, d] sides, and the -ε/V term is -ε·weight_mean per row of ∂hidden and
-                # -(ε/V)·Σ hidden per row of ∂weight (once, after the loop).
-                row_scale = chunk.inverse_sum.unsqueeze(1)  # [C, 1]
+                # ∂loss/∂logits = exp_block / Σexp - ε/V on real rows, 0 on pad rows: 1/Σexp
+                # (0 on pad rows) is a row scale of the [C, d] sides, and the -ε/V term is
+                # -ε·weight_mean per real row of ∂hidden and -(ε/V)·Σ hidden per row of ∂weight
+                # (once, after the loop).
+                row_scale = torch.where(real, chunk.inverse_sum.unsqueeze(1), 0.0)  # [C, 1]
                 if grad_hidden is not None:
                     grad_hidden_chunk = (chunk.exp_block @ weight_f32).mul_(row_scale)  # [C, d]
                     if epsilon:
-                        grad_hidden_chunk.sub_(epsilon * weight_mean)
-                    grad_hidden.index_copy_(0, rows, grad_hidden_chunk.to(hidden.dtype))
+                        grad_hidden_chunk.sub_(real * (epsilon * weight_mean))
+                    grad_hidden[rows] = grad_hidden_chunk
                 if grad_weight_f32 is not None:  # += [V, C] @ [C, d]
                     grad_weight_f32.addmm_(chunk.exp_block.t(), hidden_chunk * row_scale)
-                    hidden_sum += hidden_chunk.sum(dim=0)
+                    hidden_sum += (hidden_chunk * real).sum(dim=0)
                 del chunk  # free the [C, V] block before the next chunk makes its own
             if grad_weight_f32 is not None and epsilon:
                 grad_weight_f32.sub_((epsilon / vocab_size) * hidden_sum)  # every row alike
         loss_sum = ((1.0 - epsilon) * nll_total + epsilon * smooth_total).float()
         nll_sum = nll_total.float()
-        n_tokens = torch.tensor(kept_rows.numel(), dtype=torch.int64, device=device)
+        n_tokens = keep.sum()
         grad_weight = None if grad_weight_f32 is None else grad_weight_f32.to(weight.dtype)
         ctx.save_for_backward(grad_hidden, grad_weight)
         ctx.mark_non_differentiable(nll_sum, n_tokens)
