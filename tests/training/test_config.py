@@ -112,16 +112,15 @@ def test_trainer_options_are_trainer_arguments(name):
 
 
 def test_intervals_count_optimizer_steps_and_the_main_job_steps_on_the_papers_batch():
-    options = trainer_options(compose_train().trainer)
+    cfg = compose_train()
+    options = trainer_options(cfg.trainer)
     # 6 batches of <= 4096 padded tokens per side: ~24k target tokens per step (paper: ~25k)
-    assert options["accumulate_grad_batches"] * compose_train().data.max_tokens == 6 * 4096
+    assert options["accumulate_grad_batches"] * cfg.data.max_tokens == 6 * 4096
     assert options["val_check_interval"] == 5000 * 6  # Lightning counts batches
-    steps = trainer_options(compose_train("trainer.accumulate_grad_batches=3").trainer)
-    assert steps["val_check_interval"] == 15000 and steps["log_every_n_steps"] == 50
-    epochs = trainer_options(compose_train("trainer.val_check_interval=0.5").trainer)
-    assert epochs["val_check_interval"] == 0.5  # a share of an epoch stays one
-    for experiment in ("multi30k", "multi30k_base"):  # CPU recipes: a step is one batch
-        assert compose_train(f"experiment={experiment}").trainer.accumulate_grad_batches == 1
+    cfg.trainer.accumulate_grad_batches = 3
+    assert trainer_options(cfg.trainer)["val_check_interval"] == 15000
+    cfg.trainer.val_check_interval = 0.5
+    assert trainer_options(cfg.trainer)["val_check_interval"] == 0.5  # a share of an epoch
 
 
 def test_use_distributed_sampler_cannot_be_turned_on():
@@ -178,6 +177,8 @@ def test_experiments_apply_their_recipes():
     assert (base.model.norm, base.model.n_heads, base.model.d_model) == ("post", 8, 256)
     assert (base.model.n_layers, base.model.d_ff, base.model.dropout) == (3, 1024, 0.1)
     assert base.trainer.max_steps == 3000 and base.final_eval.bleu and base.search.beam_size == 1
+    # the CPU recipes step on one batch of 2048 tokens
+    assert small.trainer.accumulate_grad_batches == base.trainer.accumulate_grad_batches == 1
 
 
 @pytest.mark.slow  # starts train.py
