@@ -107,22 +107,18 @@ class TranslationModule(pl.LightningModule):
             reduce_sum=lambda sums: trainer.strategy.reduce(sums, reduce_op="sum"),
             backward_divisor=trainer.accumulate_grad_batches * trainer.world_size,
         )
-        tokens = totals.tokens.clamp(min=1.0)
-        loss, nll, grad_norm, n_tokens = torch.stack(
-            [totals.loss_sum / tokens, totals.nll_sum / tokens, totals.grad_norm, totals.tokens]
-        ).tolist()
+        numbers = totals.numbers()
         step = self.global_step + 1  # the step about to be taken
         # fp16 with a GradScaler: an overflowing gradient is routine, the scaler skips that step
         scaler_skips_overflow = getattr(trainer.precision_plugin, "scaler", None) is not None
-        check_finite_update(step, loss, 0.0 if scaler_skips_overflow else grad_norm)
+        check_finite_update(step, numbers.loss, 0.0 if scaler_skips_overflow else numbers.grad_norm)
         self._step_totals = totals
-        self.tokens_trained += int(n_tokens)
+        self.tokens_trained += numbers.tokens
         if trainer.log_every_n_steps > 0 and step % trainer.log_every_n_steps == 0:
-            lr = optimizer.param_groups[0]["lr"]
-            self.log("train/loss", loss, prog_bar=True, batch_size=1)
-            self.log("train/nll", nll, batch_size=1)
-            self.log("train/grad_norm", grad_norm, batch_size=1)
-            self.log("lr", lr, prog_bar=True, batch_size=1)
+            self.log("train/loss", numbers.loss, prog_bar=True, batch_size=1)
+            self.log("train/nll", numbers.nll, batch_size=1)
+            self.log("train/grad_norm", numbers.grad_norm, batch_size=1)
+            self.log("lr", optimizer.param_groups[0]["lr"], prog_bar=True, batch_size=1)
 
     def configure_gradient_clipping(
         self,

@@ -27,6 +27,16 @@ CLIP_EPSILON = 1e-6  # as torch.nn.utils.clip_grad_norm_
 
 
 @dataclass
+class StepNumbers:
+    """An optimizer step's means per target token and its gradient norm, on the host."""
+
+    loss: float
+    nll: float
+    grad_norm: float
+    tokens: int
+
+
+@dataclass
 class StepTotals:
     """An optimizer step's totals over all micro-batches and ranks, scalars on the device."""
 
@@ -35,6 +45,14 @@ class StepTotals:
     tokens: Tensor  # target tokens of the step, all ranks (float32, exact below 2**24)
     scale: Tensor  # multiplies the accumulated gradients into the token mean's gradient
     grad_norm: Tensor  # 2-norm of the token mean's gradient, before clipping
+
+    def numbers(self) -> StepNumbers:
+        """The step's means and norm as Python numbers: one wait for the device."""
+        tokens = self.tokens.clamp(min=1.0)
+        loss, nll, grad_norm, n_tokens = torch.stack(
+            [self.loss_sum / tokens, self.nll_sum / tokens, self.grad_norm, self.tokens]
+        ).tolist()
+        return StepNumbers(loss, nll, grad_norm, int(n_tokens))
 
 
 class TokenMeanUpdate:
