@@ -5,6 +5,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from tests.helpers.token_batches import fit_one_step, tiny_module, token_batch
 from transformer_nmt.callbacks import LastCheckpoint, StepSeed, TokenThroughput, throughput
 from transformer_nmt.callbacks.progress_bar import readable
 
@@ -87,3 +88,21 @@ def test_the_progress_bar_shows_small_numbers_with_three_significant_digits():
     assert readable("train/loss", 4.51234) == "4.512"
     assert readable("train/tokens_per_sec", 24312.4) == "24,312"
     assert readable("v_num", 3) == 3 and readable("note", "x") == "x"
+
+
+def test_last_checkpoint_counts_optimizer_steps_under_accumulation(tmp_path):
+    """With 2 batches per optimizer step, every_n_train_steps=2 saves after batches 4 and 8."""
+
+    class Recording(LastCheckpoint):
+        saves = []
+
+        def _save(self, trainer):
+            if trainer.global_step != self._saved_step:
+                self.saves.append((trainer.global_step, trainer.fit_loop.total_batch_idx + 1))
+            super()._save(trainer)
+
+    batches = [token_batch(5 + i, seed=i) for i in range(8)]
+    callback = Recording(str(tmp_path), every_n_train_steps=2)
+    fit_one_step(tiny_module(), batches, accumulate=2, max_steps=4, callbacks=[callback],
+                 enable_checkpointing=True)  # fmt: skip
+    assert callback.saves == [(2, 4), (4, 8)]
