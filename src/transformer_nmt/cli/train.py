@@ -183,8 +183,8 @@ def describe_batch(trainer: pl.Trainer, max_tokens: int | None) -> str:
         return f"an optimizer step takes {accumulate} batch(es) on each of {devices} device(s)"
     return (
         f"an optimizer step takes {accumulate} batch(es) x {devices} device(s) x <= {max_tokens} "
-        f"padded tokens = <= {accumulate * devices * max_tokens:,} padded target tokens (the "
-        f"paper: ~25,000 target tokens; trainer.accumulate_grad_batches sets the first factor)"
+        f"padded tokens per side: <= {accumulate * devices * max_tokens:,} target tokens with "
+        f"padding (the paper: ~25,000; trainer.accumulate_grad_batches sets the first factor)"
     )
 
 
