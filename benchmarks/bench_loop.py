@@ -20,7 +20,9 @@ does by default (``keep_freed_host_memory``).
 
 Both time steps ``--warmup-steps`` + 1 to ``--steps`` (data loading included for train.py) and
 count the same target tokens; the two alternate for ``--repeats`` rounds and the table gives
-medians. ``--train-tree`` runs another checkout's train.py (e.g. an older commit unpacked with
+medians, of wall time and of the process's CPU time (all its threads): on a machine shared with
+other jobs the CPU time is the steadier measure of the work done, at one thread especially.
+``--train-tree`` runs another checkout's train.py (e.g. an older commit unpacked with
 ``git archive <commit> | tar -x -C <dir>``) against this checkout's bare step.
 
 ``--profile`` runs the train tree's ``train()`` in-process under cProfile instead and prints
@@ -58,32 +60,34 @@ from timing import (  # noqa: E402
 BENCHMARKS_DIR = Path(__file__).resolve().parent
 
 
+def clocks() -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process, all threads)."""
+    return time.perf_counter(), time.process_time()
+
+
 class StepTimer(Callback):
     """Added to ``train.py`` with ``+callbacks.loop_timer._target_=bench_loop.StepTimer``: the
-    seconds and target tokens from the start of optimizer step ``warmup_steps`` + 1 to the end
-    of the last one, written to ``out`` as JSON when training ends."""
+    wall and CPU seconds and target tokens from the start of optimizer step ``warmup_steps`` + 1
+    to the end of the last one, written to ``out`` as JSON when training ends."""
 
     def __init__(self, out: str, warmup_steps: int) -> None:
         self.out, self.warmup_steps = out, warmup_steps
-        self._start: float | None = None
-        self._end = 0.0
+        self._start: tuple[float, float] | None = None
+        self._end = (0.0, 0.0)
         self._tokens = 0
-        self._steps = 0
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         if self._start is None and trainer.global_step == self.warmup_steps:
-            self._start = time.perf_counter()
+            self._start = clocks()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if self._start is not None:
-            self._end = time.perf_counter()
+            self._end = clocks()
             self._tokens += int((batch["labels"] != pl_module.hparams.pad_id).sum())
-            self._steps += 1
 
     def on_train_end(self, trainer, pl_module) -> None:
-        seconds = self._end - self._start
-        record = {"seconds": seconds, "tokens": self._tokens, "steps": self._steps}
-        Path(self.out).write_text(json.dumps(record))
+        wall, cpu = (end - start for end, start in zip(self._end, self._start, strict=True))
+        Path(self.out).write_text(json.dumps({"wall": wall, "cpu": cpu, "tokens": self._tokens}))
 
 
 def train_overrides(args, cache_dir: str, run_dir: str) -> list[str]:
@@ -123,7 +127,7 @@ def compose(tree: Path, overrides: list[str]):
 
 def bare_setup(args, cache_dir: str):
     """The model, optimizer, schedule and collated batches train.py would use; a function that
-    trains on them and returns (seconds, target tokens) of the timed steps."""
+    trains on them and returns the wall and CPU seconds and target tokens of the timed steps."""
     import lightning.pytorch as pl
     from omegaconf import OmegaConf
 
@@ -147,14 +151,14 @@ def bare_setup(args, cache_dir: str):
     )
     epsilon = cfg.label_smoothing
 
-    def run() -> tuple[float, int]:
+    def run() -> dict:
         model = Transformer(config).train()
         optimizer = build_adam(model.parameters(), AdamConfig(**cfg.optimizer))
         scheduler = build_scheduler(optimizer, StepSchedule(**cfg.scheduler))
         start, tokens = None, 0
         for index, batch in enumerate(batches):
             if index == args.warmup_steps:
-                start = time.perf_counter()
+                start = clocks()
             labels = batch["labels"]
             if args.plain_loss:
                 logits = model(batch["src_ids"], batch["tgt_in_ids"])
@@ -171,7 +175,8 @@ def bare_setup(args, cache_dir: str):
             scheduler.step()
             if start is not None:
                 tokens += int((labels != pad_id).sum())
-        return time.perf_counter() - start, tokens
+        wall, cpu = (end - begin for end, begin in zip(clocks(), start, strict=True))
+        return {"wall": wall, "cpu": cpu, "tokens": tokens}
 
     return run
 
@@ -179,8 +184,8 @@ def bare_setup(args, cache_dir: str):
 # -- train.py -----------------------------------------------------------------------------------
 
 
-def train_py_run(args, cache_dir: str, workdir: Path, round_index: int) -> tuple[float, int]:
-    """One train.py subprocess; (seconds, target tokens) of its timed steps."""
+def train_py_run(args, cache_dir: str, workdir: Path, round_index: int) -> dict:
+    """One train.py subprocess; wall and CPU seconds and target tokens of its timed steps."""
     out = workdir / f"timer_{round_index}.json"
     overrides = train_overrides(args, cache_dir, str(workdir / f"run_{round_index}"))
     overrides += [
@@ -197,8 +202,7 @@ def train_py_run(args, cache_dir: str, workdir: Path, round_index: int) -> tuple
     )
     if done.returncode != 0:
         raise SystemExit(f"train.py failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
-    record = json.loads(out.read_text())
-    return record["seconds"], record["tokens"]
+    return json.loads(out.read_text())
 
 
 def child_environment(args) -> dict[str, str]:
@@ -334,40 +338,44 @@ def main() -> None:
         for round_index in range(args.repeats):
             runs = [("bare step", bare), ("train.py", None)]
             for name, run in runs if round_index % 2 == 0 else runs[::-1]:
-                seconds, tokens = (
+                record = (
                     run()
                     if run is not None
                     else train_py_run(args, cache_dir, Path(workdir), round_index)
                 )
-                results[name].append((seconds, tokens))
-                print(f"  round {round_index + 1} {name}: {tokens / seconds:.0f} tok/s",
-                      file=sys.stderr)  # fmt: skip
+                results[name].append(record)
+                rate = record["tokens"] / record["wall"]
+                print(f"  round {round_index + 1} {name}: {rate:.0f} tok/s", file=sys.stderr)
     print_loop_table(args, results)
     print(f"\n# load average at the end: {load_average()}")
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": machine, "results": results}, indent=2))
 
 
-def print_loop_table(args, results: dict[str, list[tuple[float, int]]]) -> None:
-    tokens = {name: {t for _, t in runs} for name, runs in results.items()}
+def print_loop_table(args, results: dict[str, list[dict]]) -> None:
+    tokens = {name: {r["tokens"] for r in runs} for name, runs in results.items()}
     if len(tokens["bare step"] | tokens["train.py"]) != 1:
         print(f"# WARNING: the two trained on different tokens: {tokens}")
-    rates = {name: [t / s for s, t in runs] for name, runs in results.items()}
-    bare = statistics.median(rates["bare step"])
     loss = "plain" if args.plain_loss else "fused"
     bar = "off" if args.no_progress_bar else "on"
     print(
         f"\n## steps {args.warmup_steps + 1}-{args.steps}, {loss} loss, progress bar {bar}, "
-        f"train.py of {args.train_tree}"
+        f"{torch.get_num_threads()} thread(s), train.py of {args.train_tree}"
     )
-    print("| loop | median tokens/s | min–max | ÷ bare step |")
-    print("|---|---:|---:|---:|")
-    for name, values in rates.items():
-        median = statistics.median(values)
-        print(
-            f"| {name} | {median:.0f} | {min(values):.0f}–{max(values):.0f} "
-            f"| **{median / bare:.3f}** |"
-        )
+    print(
+        "| loop | tokens/s (wall) | min–max | ÷ bare step | tokens per CPU-second | min–max "
+        "| ÷ bare step |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    medians = {}
+    for name, runs in results.items():
+        cells = []
+        for clock in ("wall", "cpu"):
+            rates = [r["tokens"] / r[clock] for r in runs]
+            medians[name, clock] = median = statistics.median(rates)
+            ratio = median / medians["bare step", clock]
+            cells.append(f"{median:.0f} | {min(rates):.0f}–{max(rates):.0f} | **{ratio:.3f}**")
+        print(f"| {name} | {' | '.join(cells)} |")
 
 
 if __name__ == "__main__":
