@@ -131,7 +131,7 @@ def bare_setup(args, cache_dir: str):
     import lightning.pytorch as pl
     from omegaconf import OmegaConf
 
-    from transformer_nmt.cli.train import resolve_model_config
+    from transformer_nmt.cli.train_config import resolve_model_config
     from transformer_nmt.data import TranslationDataModule
     from transformer_nmt.model import Transformer, TransformerConfig
     from transformer_nmt.training.fused_loss import chunked_linear_label_smoothed_loss

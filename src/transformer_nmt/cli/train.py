@@ -4,24 +4,34 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, fields
-from typing import Any
 
 import lightning.pytorch as pl
-from hydra.utils import instantiate
-from lightning.pytorch.callbacks import Callback, ModelCheckpoint, ProgressBar
+from lightning.fabric.utilities.exceptions import MisconfigurationException
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from transformer_nmt.checkpoint import AtomicCheckpointIO
+from transformer_nmt.data import tokenizer_identity
 from transformer_nmt.data.datamodule import TranslationDataModule
 from transformer_nmt.evaluation.final_eval import final_evaluation
 from transformer_nmt.launch.ddp import adopt_hydra_launcher, distributed_job, wait_for_children
 from transformer_nmt.launch.host_memory import keep_freed_memory
-from transformer_nmt.model import TransformerConfig
-from transformer_nmt.tracking.loggers import build_loggers, finish_loggers
+from transformer_nmt.tracking.loggers import finish_loggers
 from transformer_nmt.tracking.overrides import job_overrides, override_values
 from transformer_nmt.tracking.summary import finite_metrics, run_summary, write_summary
 from transformer_nmt.training.module import TranslationModule
+
+from .errors import UsageError
+from .train_config import (
+    TrainConfig,
+    build_run_loggers,
+    check_config,
+    check_writable_outputs,
+    read_resume_checkpoint,
+    require_checkpoint_tokenizer,
+    resolve_model_config,
+)
 
 log = logging.getLogger(__name__)
 
@@ -34,45 +44,45 @@ def train(cfg: DictConfig) -> float | None:
 
 def _fit(cfg: DictConfig) -> float | None:
     started = time.perf_counter()
-    if cfg.get("keep_freed_host_memory", False) and keep_freed_memory():
-        log.info("glibc keeps freed memory in the heap (keep_freed_host_memory=true)")
-    pl.seed_everything(cfg.seed, workers=True)
-    datamodule = TranslationDataModule(OmegaConf.to_object(cfg.data))
-    model_config = resolve_model_config(
-        cfg.model, datamodule.vocab_size, datamodule.pad_id, datamodule.max_len
-    )
-    run_config = OmegaConf.to_container(cfg, resolve=True)
-    module = TranslationModule(
-        model_config=model_config,
-        tokenizer_dir=datamodule.tokenizer_dir,
-        src_lang=datamodule.src_lang,
-        tgt_lang=datamodule.tgt_lang,
-        bos_id=datamodule.bos_id,
-        eos_id=datamodule.eos_id,
-        pad_id=datamodule.pad_id,
-        label_smoothing=cfg.label_smoothing,
-        fused_loss=bool(cfg.fused_loss),
-        optimizer=OmegaConf.to_container(cfg.optimizer, resolve=True),
-        scheduler=OmegaConf.to_container(cfg.scheduler, resolve=True),
-        compile=bool(cfg.compile),
-        run_config=run_config,
-    )
-    options = trainer_options(cfg.trainer)
-    loggers = build_loggers(cfg.get("logger"))
-    trainer = pl.Trainer(
-        **options,
-        logger=loggers,
-        callbacks=build_callbacks(cfg.get("callbacks"), options.get("enable_progress_bar", True)),
-        plugins=[AtomicCheckpointIO()],
-        use_distributed_sampler=False,  # the data module shards its own token-bucketed batches
-        default_root_dir=cfg.output_dir,
-    )
-    adopt_hydra_launcher(trainer)
-    if trainer.is_global_zero:
-        log.info(describe_batch(trainer, datamodule.max_tokens))
     overrides = job_overrides()
+    trainer, module, loggers = None, None, []
     status, error, metrics, fit_time_s = "failed", None, None, None
     try:
+        if cfg.get("keep_freed_host_memory", False) and keep_freed_memory():
+            log.info("glibc keeps freed memory in the heap (keep_freed_host_memory=true)")
+        pl.seed_everything(cfg.seed, workers=True)
+        # every check that needs no data first: reading the corpus or training a BPE takes long
+        checked = check_config(cfg)
+        datamodule = TranslationDataModule(checked.data)
+        check_writable_outputs(cfg.output_dir, checked.callbacks)
+        resume_from = read_resume_checkpoint(cfg, checked.model)
+        run_config = OmegaConf.to_container(cfg, resolve=True)
+        loggers = build_run_loggers(cfg.get("logger"))
+        trainer = _build_trainer(cfg, checked, loggers)
+        adopt_hydra_launcher(trainer)
+        if trainer.is_global_zero:
+            log.info(describe_batch(trainer, datamodule.max_tokens))
+        model_config = resolve_model_config(
+            cfg.model, datamodule.vocab_size, datamodule.pad_id, datamodule.max_len
+        )
+        if resume_from is not None:
+            require_checkpoint_tokenizer(resume_from, datamodule)
+        module = TranslationModule(
+            model_config=model_config,
+            tokenizer_dir=datamodule.tokenizer_dir,
+            src_lang=datamodule.src_lang,
+            tgt_lang=datamodule.tgt_lang,
+            bos_id=datamodule.bos_id,
+            eos_id=datamodule.eos_id,
+            pad_id=datamodule.pad_id,
+            label_smoothing=cfg.label_smoothing,
+            fused_loss=bool(cfg.fused_loss),
+            optimizer=OmegaConf.to_container(cfg.optimizer, resolve=True),
+            scheduler=OmegaConf.to_container(cfg.scheduler, resolve=True),
+            compile=bool(cfg.compile),
+            run_config=run_config,
+            tokenizer_identity=tokenizer_identity(datamodule.tokenizer),
+        )
         for logger in loggers:
             logger.log_hyperparams(run_config)
             if overrides:  # the job's axes as config keys, for W&B's grouping views
@@ -82,11 +92,9 @@ def _fit(cfg: DictConfig) -> float | None:
         fit_time_s = time.perf_counter() - fit_started
         metrics = finite_metrics(trainer.callback_metrics)
         if not trainer.interrupted:
-            final_eval, search = (
-                OmegaConf.to_object(cfg.final_eval),
-                OmegaConf.to_object(cfg.search),
+            metrics.update(
+                final_evaluation(trainer, module, datamodule, checked.final_eval, checked.search)
             )
-            metrics.update(final_evaluation(trainer, module, datamodule, final_eval, search))
         wait_for_children(trainer)
         status = "interrupted" if trainer.interrupted else "finished"
     except BaseException as exception:
@@ -94,7 +102,7 @@ def _fit(cfg: DictConfig) -> float | None:
         raise
     finally:
         finish_loggers(loggers, status == "finished")
-        if trainer.is_global_zero:
+        if _is_global_zero(trainer):
             summary = run_summary(
                 trainer,
                 module,
@@ -105,7 +113,7 @@ def _fit(cfg: DictConfig) -> float | None:
                 wall_time_s=time.perf_counter() - started,
                 fit_time_s=fit_time_s,
             )
-            write_summary(cfg.output_dir, summary)
+            _write_summary(cfg.output_dir, summary)
     log.info(
         "rank %d of %d finished at step %d; checkpoints in %s/checkpoints",
         trainer.global_rank,
@@ -117,63 +125,18 @@ def _fit(cfg: DictConfig) -> float | None:
     return float(best[0]) if best and best[0] is not None else None
 
 
-def resolve_model_config(model_cfg: Any, vocab_size: int, pad_id: int, data_max_len: int) -> dict:
-    """All ``TransformerConfig`` fields as a plain dict, vocabulary sizes and pad id from the data.
-
-    The ``model`` config leaves ``src_vocab_size``, ``tgt_vocab_size`` and ``pad_id`` unset
-    (``???``): they are the tokenizer's. A value set there must agree with it.
-    """
-    options = (
-        OmegaConf.to_container(model_cfg, resolve=True, throw_on_missing=False)
-        if OmegaConf.is_config(model_cfg)
-        else dict(model_cfg)
-    )
-    for key, value in (
-        ("src_vocab_size", vocab_size),
-        ("tgt_vocab_size", vocab_size),
-        ("pad_id", pad_id),
-    ):
-        if options.get(key) in (None, "???"):
-            options[key] = value
-        elif options[key] != value:
-            raise ValueError(
-                f"model.{key}={options[key]} but the data's tokenizer has {value}; leave "
-                f"model.{key} unset to take it from the data"
-            )
-    known = {f.name for f in fields(TransformerConfig)}
-    unknown = sorted(set(options) - known)
-    if unknown:  # a key added with +model.<key>=... that the schema does not have
-        raise ValueError(f"unknown model option(s) {unknown}; valid keys are {sorted(known)}")
-    config = TransformerConfig(**options)
-    if config.max_len < data_max_len:
-        raise ValueError(
-            f"model.max_len={config.max_len} is shorter than data.max_len={data_max_len}: the "
-            f"decoder needs a position for every target token; raise model.max_len or lower "
-            f"data.max_len"
+def _build_trainer(cfg: DictConfig, checked: TrainConfig, loggers: list) -> pl.Trainer:
+    try:
+        return pl.Trainer(
+            **checked.trainer,
+            logger=loggers,
+            callbacks=checked.callbacks,
+            plugins=[AtomicCheckpointIO()],
+            use_distributed_sampler=False,  # the data module shards its token-bucketed batches
+            default_root_dir=cfg.output_dir,
         )
-    return asdict(config)
-
-
-def trainer_options(trainer_cfg: Any) -> dict:
-    """``Trainer`` keyword arguments from the ``trainer`` group, whose intervals all count
-    optimizer steps.
-
-    ``max_steps`` and ``log_every_n_steps`` are optimizer steps to Lightning too (so is
-    ``callbacks.last_checkpoint.every_n_train_steps``); an integer ``val_check_interval`` is
-    training batches to Lightning, so it is multiplied here by ``accumulate_grad_batches``, the
-    batches of one optimizer step. (A float stays a fraction of an epoch.)
-    """
-    options = OmegaConf.to_container(trainer_cfg, resolve=True)
-    if "use_distributed_sampler" in options:
-        raise ValueError(
-            "remove trainer.use_distributed_sampler: it is always False, because the data "
-            "module shards its token-bucketed batches across ranks itself"
-        )
-    accumulate = options.get("accumulate_grad_batches", 1)
-    interval = options.get("val_check_interval")
-    if isinstance(interval, int) and not isinstance(interval, bool):
-        options["val_check_interval"] = interval * accumulate
-    return options
+    except (MisconfigurationException, ValueError) as error:
+        raise UsageError(f"trainer: {error}") from error
 
 
 def describe_batch(trainer: pl.Trainer, max_tokens: int | None) -> str:
@@ -188,11 +151,14 @@ def describe_batch(trainer: pl.Trainer, max_tokens: int | None) -> str:
     )
 
 
-def build_callbacks(callbacks_cfg: Any, enable_progress_bar: bool = True) -> list[Callback]:
-    """Instantiate every non-null entry of ``callbacks`` (progress bars only if enabled)."""
-    specs = (callbacks_cfg or {}).values()
-    # _convert_="object": the ``search`` node they take becomes a SearchOptions
-    callbacks = [instantiate(spec, _convert_="object") for spec in specs if spec is not None]
-    if not enable_progress_bar:
-        callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
-    return callbacks
+def _is_global_zero(trainer: pl.Trainer | None) -> bool:
+    """Whether this process is rank 0 (before the trainer exists: from the environment)."""
+    return trainer.is_global_zero if trainer is not None else rank_zero_only.rank == 0
+
+
+def _write_summary(output_dir: str, summary: dict) -> None:
+    """Write summary.json, unless the output directory is what failed (the error says so)."""
+    try:
+        write_summary(output_dir, summary)
+    except OSError as error:
+        log.warning("could not write summary.json into %s: %s", output_dir, error)

@@ -27,7 +27,7 @@ SUMMARY_FILE = "summary.json"
 
 
 def run_summary(
-    trainer: pl.Trainer,
+    trainer: pl.Trainer | None,
     module,
     status: str,
     error: str | None = None,
@@ -36,12 +36,17 @@ def run_summary(
     wall_time_s: float | None = None,
     fit_time_s: float | None = None,
 ) -> dict:
-    """The summary of a run; ``metrics`` defaults to the trainer's last logged metrics."""
+    """The summary of a run; ``metrics`` defaults to the trainer's last logged metrics.
+
+    A run that failed before its trainer or module existed (a config error) has no trainer or
+    module: what they would tell is null.
+    """
     from lightning.pytorch.callbacks import ModelCheckpoint
 
     if metrics is None:
-        metrics = finite_metrics(trainer.callback_metrics)
-    best = next((c for c in trainer.callbacks if isinstance(c, ModelCheckpoint)), None)
+        metrics = {} if trainer is None else finite_metrics(trainer.callback_metrics)
+    callbacks = [] if trainer is None else trainer.callbacks
+    best = next((c for c in callbacks if isinstance(c, ModelCheckpoint)), None)
     best_score = (
         None if best is None or best.best_model_score is None else float(best.best_model_score)
     )
@@ -49,13 +54,13 @@ def run_summary(
         "status": status,
         "error": error,
         "overrides": list(overrides or []),
-        "model": dict(module.hparams.model_config),
-        "label_smoothing": module.hparams.label_smoothing,
-        "warmup": module.schedule.warmup,
-        "scheduler": module.schedule.name,
-        "params": module.model.num_parameters(),
-        "steps": trainer.global_step,
-        "world_size": trainer.world_size,
+        "model": {} if module is None else dict(module.hparams.model_config),
+        "label_smoothing": None if module is None else module.hparams.label_smoothing,
+        "warmup": None if module is None else module.schedule.warmup,
+        "scheduler": None if module is None else module.schedule.name,
+        "params": None if module is None else module.model.num_parameters(),
+        "steps": None if trainer is None else trainer.global_step,
+        "world_size": None if trainer is None else trainer.world_size,
         "wall_time_s": _seconds(wall_time_s),
         "fit_time_s": _seconds(fit_time_s),
         "metrics": metrics,
