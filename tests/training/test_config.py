@@ -1,6 +1,7 @@
 """Config composition: every option of every group, every experiment, and `--cfg job`."""
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -10,6 +11,7 @@ from tests.helpers.commands import run_script
 from tests.helpers.hydra_config import compose_config, conf_options
 from transformer_nmt.checkpoint import CheckpointError, average_checkpoints
 from transformer_nmt.cli.errors import UsageError
+from transformer_nmt.cli.train import describe_batch
 from transformer_nmt.cli.train_config import (
     build_callbacks,
     check_config,
@@ -158,6 +160,9 @@ def test_intervals_count_optimizer_steps_and_the_main_job_steps_on_the_papers_ba
     assert trainer_options(cfg.trainer)["val_check_interval"] == 15000
     cfg.trainer.val_check_interval = 0.5
     assert trainer_options(cfg.trainer)["val_check_interval"] == 0.5  # a share of an epoch
+    # train.py's log says what one step trains on
+    line = describe_batch(SimpleNamespace(accumulate_grad_batches=6, world_size=2), 4096)
+    assert "6 batch(es) x 2 device(s) x <= 4096 padded tokens" in line and "49,152" in line
 
 
 def test_use_distributed_sampler_cannot_be_turned_on():
