@@ -47,8 +47,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from competitors import SIZES, build_marian, copy_into_marian, our_config  # noqa: E402
 from timing import (  # noqa: E402
-    # noqa: E402
-    DEFAULT_MULTI30K,
+    apply_machine_options,
+    benchmark_parser,
     dump_json,
     interleaved,
     load_average,
@@ -56,8 +56,6 @@ from timing import (  # noqa: E402
     peak_memory_mib,
     print_header,
     print_table,
-    script_parser,
-    tune_malloc,
 )
 
 from transformer_nmt.checkpoint import LoadedCheckpoint, load_checkpoint  # noqa: E402
@@ -238,24 +236,13 @@ def calls(decode, batches: list[torch.Tensor]):
 
 
 def main() -> None:
-    parser = script_parser(__doc__)
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--size", choices=list(SIZES), default="small")
-    parser.add_argument(
-        "--data-dir",
-        default=DEFAULT_MULTI30K,
-        help="Multi30k (default: $MULTI30K_DIR, else data/multi30k)",
-    )
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 64])
     parser.add_argument("--beams", type=int, nargs="+", default=[1, 4], help="1 = greedy")
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument(
         "--sentences-b1", type=int, default=4, help="sentences per call at batch size 1"
-    )
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--warmup", type=int, default=1)
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
-    parser.add_argument(
-        "--tune-malloc", action="store_true", help="keep large blocks in glibc's heap (all alike)"
     )
     parser.add_argument("--no-rerun", action="store_true", help="leave out the naive re-run")
     parser.add_argument("--no-hf", action="store_true", help="leave out HF generate")
@@ -269,12 +256,8 @@ def main() -> None:
     parser.add_argument(
         "--ckpt", default=None, help="a trained checkpoint instead of a random model"
     )
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    malloc_tuned = tune_malloc() if args.tune_malloc else False
+    malloc_tuned = apply_machine_options(args)
 
     machine = print_header("Decoding: ours vs CTranslate2 vs HF generate vs re-run", malloc_tuned)
     count = max(max(args.batch_sizes), args.sentences, args.sentences_b1)

@@ -33,15 +33,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from competitors import our_config  # noqa: E402
 from timing import (  # noqa: E402
-    # noqa: E402
-    DEFAULT_MULTI30K,
     Result,
+    adam_step,
+    apply_machine_options,
+    benchmark_parser,
     dump_json,
     load_average,
     multi30k,
     print_header,
-    script_parser,
-    tune_malloc,
 )
 
 from transformer_nmt.data import TokenBucketBatchSampler  # noqa: E402
@@ -59,32 +58,8 @@ def pad_to(batch: dict, width: int, pad_id: int) -> dict:
     return out
 
 
-def training_step(model: Transformer, pad_id: int):
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
-    vocab = model.config.tgt_vocab_size
-
-    def step(batch: dict) -> None:
-        logits = model(batch["src_ids"], batch["tgt_in_ids"])
-        loss = F.cross_entropy(
-            logits.reshape(-1, vocab),
-            batch["labels"].reshape(-1),
-            ignore_index=pad_id,
-            label_smoothing=0.1,
-        )
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-
-    return step
-
-
 def main() -> None:
-    parser = script_parser(__doc__)
-    parser.add_argument(
-        "--data-dir",
-        default=DEFAULT_MULTI30K,
-        help="Multi30k (default: $MULTI30K_DIR, else data/multi30k)",
-    )
+    parser = benchmark_parser(__doc__)
     parser.add_argument(
         "--fraction", type=float, default=0.05, help="share of each epoch's batches to time"
     )
@@ -92,16 +67,8 @@ def main() -> None:
     parser.add_argument(
         "--padded-batch-size", type=int, default=32, help="sentences per padded-to-64 batch"
     )
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
-    parser.add_argument(
-        "--tune-malloc", action="store_true", help="keep large blocks in glibc's heap (all alike)"
-    )
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    malloc_tuned = tune_malloc() if args.tune_malloc else False
+    malloc_tuned = apply_machine_options(args)
 
     machine = print_header("An epoch of Multi30k: token buckets vs padding to 64", malloc_tuned)
     with multi30k(args.data_dir, args.max_tokens, args.seed) as dm:
@@ -150,7 +117,7 @@ def main() -> None:
     for name in plans:
         model = Transformer(config).train()
         model.load_state_dict(first.state_dict())
-        steps[name] = training_step(model, pad_id)
+        steps[name] = adam_step(model, model.parameters(), pad_id)
     for name, batches in plans.items():  # warm-up: one batch of each
         steps[name](batches[0])
 

@@ -21,7 +21,6 @@ import sys
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -33,8 +32,9 @@ from competitors import (  # noqa: E402
     our_config,
 )
 from timing import (  # noqa: E402
-    # noqa: E402
-    DEFAULT_MULTI30K,
+    adam_step,
+    apply_machine_options,
+    benchmark_parser,
     dump_json,
     interleaved,
     load_average,
@@ -42,8 +42,6 @@ from timing import (  # noqa: E402
     peak_memory_mib,
     print_header,
     print_table,
-    script_parser,
-    tune_malloc,
 )
 
 from transformer_nmt.export.huggingface import hf_logits  # noqa: E402
@@ -69,22 +67,13 @@ def target_tokens(batches: list[dict]) -> int:
     return sum(int((b["labels"] != PAD).sum()) for b in batches)
 
 
-def training_step(forward, parameters, batches: list[dict], vocab: int):
+def training_step(forward, parameters, batches: list[dict]):
     """A function that runs one Adam step on each batch."""
-    optimizer = torch.optim.Adam(parameters, lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    step = adam_step(forward, parameters, PAD)
 
     def run() -> None:
         for batch in batches:
-            logits = forward(batch["src_ids"], batch["tgt_in_ids"])
-            loss = F.cross_entropy(
-                logits.reshape(-1, vocab),
-                batch["labels"].reshape(-1),
-                ignore_index=PAD,
-                label_smoothing=0.1,
-            )
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
+            step(batch)
 
     return run
 
@@ -92,7 +81,6 @@ def training_step(forward, parameters, batches: list[dict], vocab: int):
 def competitors(size: str, args: argparse.Namespace, batches: list[dict]) -> dict:
     torch.manual_seed(args.seed)
     config = our_config(size)
-    vocab = config.tgt_vocab_size
     ours_manual = Transformer(config).train()
     ours_sdpa = Transformer(dataclasses.replace(config, attention="sdpa")).train()
     ours_sdpa.load_state_dict(ours_manual.state_dict())
@@ -101,21 +89,21 @@ def competitors(size: str, args: argparse.Namespace, batches: list[dict]) -> dic
     print(
         f"# {size}: parameters ours {ours_manual.num_parameters():,}, Marian "
         f"{num_parameters(marian):,}, nn.Transformer {num_parameters(torch_nmt):,} "
-        f"(+2 final LayerNorms); vocab {vocab}"
+        f"(+2 final LayerNorms); vocab {config.tgt_vocab_size}"
     )
     runs = {
-        "ours (sdpa)": training_step(ours_sdpa, ours_sdpa.parameters(), batches, vocab),
-        "ours (manual)": training_step(ours_manual, ours_manual.parameters(), batches, vocab),
+        "ours (sdpa)": training_step(ours_sdpa, ours_sdpa.parameters(), batches),
+        "ours (manual)": training_step(ours_manual, ours_manual.parameters(), batches),
         "HF Marian (sdpa)": training_step(
-            lambda s, t: hf_logits(marian, s, t, PAD), marian.parameters(), batches, vocab
+            lambda s, t: hf_logits(marian, s, t, PAD), marian.parameters(), batches
         ),
-        "nn.Transformer": training_step(torch_nmt, torch_nmt.parameters(), batches, vocab),
+        "nn.Transformer": training_step(torch_nmt, torch_nmt.parameters(), batches),
     }
     if args.compile:
         ours_compiled = Transformer(dataclasses.replace(config, attention="sdpa")).train()
         ours_compiled.load_state_dict(ours_manual.state_dict())
         runs["ours (sdpa, compiled)"] = training_step(
-            torch.compile(ours_compiled), ours_compiled.parameters(), batches, vocab
+            torch.compile(ours_compiled), ours_compiled.parameters(), batches
         )
     return runs
 
@@ -147,13 +135,8 @@ def profile_competitors(runs: dict, rows: int) -> None:
 
 
 def main() -> None:
-    parser = script_parser(__doc__)
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--sizes", nargs="+", choices=list(SIZES), default=["small", "base"])
-    parser.add_argument(
-        "--data-dir",
-        default=DEFAULT_MULTI30K,
-        help="Multi30k (default: $MULTI30K_DIR, else data/multi30k)",
-    )
     parser.add_argument(
         "--max-tokens", type=int, default=2048, help="padded tokens per side per batch (2048)"
     )
@@ -163,23 +146,13 @@ def main() -> None:
         default=None,
         help=f"batches per timed call (default: {DEFAULT_BATCHES} by size)",
     )
-    parser.add_argument("--repeats", type=int, default=5, help="timed rounds (default 5)")
-    parser.add_argument("--warmup", type=int, default=1, help="untimed rounds (default 1)")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
-    parser.add_argument(
-        "--tune-malloc", action="store_true", help="keep large blocks in glibc's heap (all alike)"
-    )
     parser.add_argument("--compile", action="store_true", help="add ours under torch.compile")
     parser.add_argument(
         "--profile", action="store_true", help="instead of timing, profile one call of each"
     )
     parser.add_argument("--profile-rows", type=int, default=20)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    malloc_tuned = tune_malloc() if args.tune_malloc else False
+    malloc_tuned = apply_machine_options(args)
 
     machine = print_header("Training step: ours vs HF Marian vs nn.Transformer", malloc_tuned)
     tables = {}

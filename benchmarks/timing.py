@@ -1,4 +1,5 @@
-"""Shared helpers of the benchmark scripts: an interleaved median timer, peak memory, a table.
+"""Shared helpers of the benchmark scripts: the common command line, an interleaved median
+timer, an Adam training step, peak memory (resident growth, PSS of a process tree), a table.
 
 Not part of the package: ``benchmarks/*.py`` import it as a sibling module.
 
@@ -19,6 +20,7 @@ import re
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -42,6 +44,63 @@ def script_parser(doc: str) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=explanation,
     )
+
+
+def benchmark_parser(doc: str, repeats: int = 5, data_dir: bool = True) -> argparse.ArgumentParser:
+    """A parser whose help is the script's docstring, with the options every benchmark takes:
+    ``--repeats``, ``--warmup``, ``--threads``, ``--tune-malloc``, ``--seed``, ``--json`` and
+    (``data_dir``) ``--data-dir``. :func:`apply_machine_options` acts on them."""
+    parser = script_parser(doc)
+    if data_dir:
+        parser.add_argument(
+            "--data-dir",
+            default=DEFAULT_MULTI30K,
+            help="Multi30k (default: $MULTI30K_DIR, else data/multi30k)",
+        )
+    parser.add_argument(
+        "--repeats", type=int, default=repeats, help=f"timed rounds (default {repeats})"
+    )
+    parser.add_argument("--warmup", type=int, default=1, help="untimed rounds (default 1)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
+    parser.add_argument(
+        "--tune-malloc", action="store_true", help="keep large blocks in glibc's heap (all alike)"
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", default=None, help="also write the results here")
+    return parser
+
+
+def apply_machine_options(args: argparse.Namespace) -> bool:
+    """Set torch's threads (``--threads``) and tune glibc's malloc (``--tune-malloc``); returns
+    whether malloc was tuned."""
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    return tune_malloc() if args.tune_malloc else False
+
+
+def adam_step(
+    forward: Callable, parameters, pad_id: int = 0, epsilon: float = 0.1
+) -> Callable[[dict], None]:
+    """A function running one Adam step (lr 1e-4, β = (0.9, 0.98), ε = 1e-9) on a batch dict:
+    ``forward(src_ids, tgt_in_ids)`` -> logits, label-smoothed cross-entropy per target token,
+    backward, step. The same for every competitor of a benchmark."""
+    import torch.nn.functional as F
+
+    optimizer = torch.optim.Adam(parameters, lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+
+    def step(batch: dict) -> None:
+        logits = forward(batch["src_ids"], batch["tgt_in_ids"])
+        loss = F.cross_entropy(
+            logits.flatten(0, 1),
+            batch["labels"].flatten(),
+            ignore_index=pad_id,
+            label_smoothing=epsilon,
+        )
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    return step
 
 
 @dataclass
@@ -133,6 +192,54 @@ def peak_memory_mib(function: Callable[[], object]) -> float | None:
     before = _proc_status_mib("VmRSS")
     function()
     return _proc_status_mib("VmHWM") - before
+
+
+def process_tree_pss_mib(pid: int) -> float:
+    """Proportional set size of process ``pid`` and all its descendants, MiB (Linux): shared
+    pages are split among the processes that map them, so the sum counts each page once."""
+    total_kib, pending, seen = 0, [pid], set()
+    while pending:
+        current = pending.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        try:
+            with open(f"/proc/{current}/smaps_rollup") as rollup:
+                match = re.search(r"^Pss:\s+(\d+) kB", rollup.read(), re.MULTILINE)
+            total_kib += int(match.group(1)) if match else 0
+            for task in os.listdir(f"/proc/{current}/task"):
+                with open(f"/proc/{current}/task/{task}/children") as children:
+                    pending.extend(int(child) for child in children.read().split())
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue  # the process ended meanwhile
+    return total_kib / 1024
+
+
+class PeakPss:
+    """The peak PSS of a process tree (this process by default), sampled every ``interval``
+    seconds by a background thread while the ``with`` block runs. Reading PSS walks page tables:
+    measure memory in runs apart from the timed ones."""
+
+    def __init__(self, pid: int | None = None, interval: float = 0.01) -> None:
+        self.pid = os.getpid() if pid is None else pid
+        self.interval = interval
+        self.start_mib = self.peak_mib = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> PeakPss:
+        self.start_mib = self.peak_mib = process_tree_pss_mib(self.pid)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak_mib = max(self.peak_mib, process_tree_pss_mib(self.pid))
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.peak_mib = max(self.peak_mib, process_tree_pss_mib(self.pid))
 
 
 def tune_malloc() -> bool:

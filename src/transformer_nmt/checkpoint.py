@@ -14,7 +14,8 @@ with (:func:`tokenizer_mismatch`): same size and special ids are not enough, sin
 size give unrelated ids.
 
 Every checkpoint file is written atomically (:class:`AtomicCheckpointIO`, :func:`save_checkpoint`):
-a crash leaves the old file or the new one, never half of one.
+a crash leaves the old file or the new one, never half of one; and never with a NaN or infinite
+weight: such a checkpoint is refused, so the file at that path stays the last good one.
 """
 
 from __future__ import annotations
@@ -98,10 +99,32 @@ def embed_tokenizer_files(checkpoint: dict[str, Any], files: Mapping[str, bytes]
 
 
 def save_checkpoint(checkpoint: Mapping[str, Any], path: Path | str) -> Path:
-    """``torch.save`` a checkpoint dict to ``path`` atomically; returns the path."""
+    """``torch.save`` a checkpoint dict to ``path`` atomically; returns the path. Refuses (with a
+    :class:`CheckpointError`, writing nothing) a ``state_dict`` with a non-finite weight."""
+    check_finite_weights(checkpoint, path)
     path = write_file_atomically(path, lambda handle: torch.save(checkpoint, handle), binary=True)
     remove_stale_temporaries(path)
     return path
+
+
+def check_finite_weights(checkpoint: Mapping[str, Any], path: Path | str) -> None:
+    """Raise :class:`CheckpointError` if a floating-point tensor of ``checkpoint["state_dict"]``
+    holds a NaN or an infinity: a checkpoint to resume from must not hold a diverged model."""
+    state_dict = checkpoint.get("state_dict") or {}
+    bad = [
+        key
+        for key, value in state_dict.items()
+        if isinstance(value, torch.Tensor)
+        and value.is_floating_point()
+        and not bool(torch.isfinite(value).all())
+    ]
+    if bad:
+        raise CheckpointError(
+            f"refusing to write {path}: {len(bad)} weight tensor(s) hold NaN or infinite values "
+            f"({', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''}); the file there, if any, "
+            f"is left as it was. Training diverged: resume from the last good checkpoint with a "
+            f"lower learning rate"
+        )
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -110,13 +133,15 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     Lightning 2.6 saves through an fsspec transaction that writes into the *system* temp
     directory and commits with ``shutil.move``: an atomic rename only when that directory shares
     the checkpoint's filesystem, a copy (and a truncated ``last.ckpt`` if killed) otherwise, and
-    nothing is fsynced. Remote URLs keep Lightning's own path.
+    nothing is fsynced. Remote URLs keep Lightning's own path. A checkpoint with a non-finite
+    weight is never written (:func:`check_finite_weights`), local or remote.
     """
 
     def save_checkpoint(
         self, checkpoint: dict[str, Any], path: str | os.PathLike, storage_options: Any = None
     ) -> None:
         if "://" in str(path):
+            check_finite_weights(checkpoint, path)
             super().save_checkpoint(checkpoint, path, storage_options)
             return
         if storage_options is not None:

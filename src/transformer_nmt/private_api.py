@@ -47,6 +47,16 @@ def batches_yielded(iterator: Any) -> int:
     return iterator._num_yielded
 
 
+def multiply_tensors_(tensors: list[Any], factor: Any) -> None:
+    """Multiply every tensor in place by ``factor`` (a number or a scalar tensor on their
+    device), in one fused kernel per device and dtype (``torch._foreach_mul_``, which
+    ``torch.nn.utils.clip_grad_norm_`` uses the same way)."""
+    import torch
+
+    if tensors:
+        torch._foreach_mul_(tensors, factor)
+
+
 # -- datasets ------------------------------------------------------------------------------------
 
 

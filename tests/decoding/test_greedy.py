@@ -61,11 +61,19 @@ def test_outputs_hold_no_special_tokens_and_respect_the_length_limit(reverse_mod
         assert not {BOS, EOS, PAD} & set(tokens)
 
 
-def test_max_output_lengths_follow_a_times_source_length_plus_b_capped_by_the_model():
-    src = torch.tensor([[5, 6, 7, 2], [5, 2, PAD, PAD], [PAD, PAD, PAD, PAD]])
-    assert max_output_lengths(src, PAD, 1.0, 50, model_max_len=256).tolist() == [54, 52, 0]
-    assert max_output_lengths(src, PAD, 1.5, 1, model_max_len=256).tolist() == [7, 4, 0]
-    assert max_output_lengths(src, PAD, 1.0, 50, model_max_len=10).tolist() == [9, 9, 0]
+def test_max_output_lengths_follow_a_times_source_words_plus_b_capped_by_the_model():
+    # 3 words + EOS, 1 word + EOS, EOS alone (an empty sentence), and an all-pad row
+    src = torch.tensor([[5, 6, 7, EOS], [5, EOS, PAD, PAD], [EOS, PAD, PAD, PAD], [PAD] * 4])
+    assert max_output_lengths(src, PAD, 1.5, 1, model_max_len=256).tolist() == [5, 2, 1, 0]
+    assert max_output_lengths(src, PAD, 1.0, 50, model_max_len=10).tolist() == [9, 9, 9, 0]
+
+
+def test_the_papers_length_cap_is_the_input_length_plus_50():
+    """§6.1: "maximum output length during inference to input length + 50"; the input length
+    counts the source's words, not the EOS the data module appends to it."""
+    words = [5, 6, 7, 8, 9, 10, 11]
+    src = torch.tensor([[*words, EOS], [*words[:2], EOS, *[PAD] * 5]])
+    assert max_output_lengths(src, PAD, 1.0, 50, model_max_len=256).tolist() == [57, 52]
 
 
 def test_all_pad_or_empty_sources_give_empty_translations(reverse_model):

@@ -29,6 +29,7 @@ def tiny_run_overrides(corpus_dir: Path, cache_dir: Path) -> list[str]:
         *TINY_MODEL,
         "scheduler.warmup=20",
         "trainer=cpu",
+        "trainer.accumulate_grad_batches=1",
         "trainer.max_steps=12",
         "trainer.val_check_interval=6",
         "trainer.log_every_n_steps=1",

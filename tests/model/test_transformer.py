@@ -20,6 +20,17 @@ def test_logits_shape(make_model, norm, attention):
     assert logits.dtype == torch.float32
 
 
+def test_hidden_states_are_what_the_pre_softmax_linear_projects(make_model, norm):
+    """``decode``/``forward`` are ``generator`` applied to ``decode_hidden``/``forward_hidden``."""
+    model = make_model(norm=norm)
+    src, tgt = random_ids(23, 3, 7), random_ids(19, 3, 5)
+    hidden = model.forward_hidden(src, tgt)
+    assert hidden.shape == (3, 5, model.config.d_model)
+    assert torch.equal(model.generator(hidden), model(src, tgt))
+    memory = model.encode(src)
+    assert torch.equal(model.decode_hidden(tgt, memory, src), hidden)
+
+
 @pytest.mark.parametrize("attention", ["manual", "sdpa"])
 def test_causality_future_targets_do_not_change_past_logits(make_model, norm, attention):
     model = make_model(norm=norm, attention=attention)

@@ -11,6 +11,7 @@ from tests.helpers.commands import run_script
 from tests.helpers.hydra_config import compose_config, conf_options
 from transformer_nmt.checkpoint import CheckpointError, average_checkpoints
 from transformer_nmt.cli.errors import UsageError
+from transformer_nmt.cli.train import describe_batch
 from transformer_nmt.cli.train_config import (
     build_callbacks,
     check_config,
@@ -164,6 +165,21 @@ def test_trainer_options_are_trainer_arguments(name):
         assert trainer.max_steps == 100000
 
 
+def test_intervals_count_optimizer_steps_and_the_main_job_steps_on_the_papers_batch():
+    cfg = compose_train()
+    options = trainer_options(cfg.trainer)
+    # 6 batches of <= 4096 padded tokens per side: ~24k target tokens per step (paper: ~25k)
+    assert options["accumulate_grad_batches"] * cfg.data.max_tokens == 6 * 4096
+    assert options["val_check_interval"] == 5000 * 6  # Lightning counts batches
+    cfg.trainer.accumulate_grad_batches = 3
+    assert trainer_options(cfg.trainer)["val_check_interval"] == 15000
+    cfg.trainer.val_check_interval = 0.5
+    assert trainer_options(cfg.trainer)["val_check_interval"] == 0.5  # a share of an epoch
+    # train.py's log says what one step trains on
+    line = describe_batch(SimpleNamespace(accumulate_grad_batches=6, world_size=2), 4096)
+    assert "6 batch(es) x 2 device(s) x <= 4096 padded tokens" in line and "49,152" in line
+
+
 def test_use_distributed_sampler_cannot_be_turned_on():
     cfg = compose_train("+trainer.use_distributed_sampler=true")
     with pytest.raises(ValueError, match="remove trainer.use_distributed_sampler"):
@@ -191,12 +207,12 @@ def test_data_options_construct_the_data_module(name):
 def test_callbacks_build_and_progress_bar_follows_the_trainer_flag(tmp_path):
     cfg = compose_train(output_dir=str(tmp_path))
     names = {type(c).__name__ for c in build_callbacks(cfg.callbacks)}
-    assert {"ModelCheckpoint", "LastCheckpoint", "RichProgressBar", "SampleTranslations"} <= names
+    assert {"ModelCheckpoint", "LastCheckpoint", "ProgressBar", "TrainingLog"} <= names
     samples = next(
         c for c in build_callbacks(cfg.callbacks) if type(c).__name__ == "SampleTranslations"
     )
     assert samples.search == SearchOptions()  # the run's ``search`` node, as the dataclass
-    assert "RichProgressBar" not in {
+    assert "ProgressBar" not in {
         type(c).__name__ for c in build_callbacks(cfg.callbacks, enable_progress_bar=False)
     }
 
@@ -217,6 +233,8 @@ def test_experiments_apply_their_recipes():
     assert (base.model.norm, base.model.n_heads, base.model.d_model) == ("post", 8, 256)
     assert (base.model.n_layers, base.model.d_ff, base.model.dropout) == (3, 1024, 0.1)
     assert base.trainer.max_steps == 3000 and base.final_eval.bleu and base.search.beam_size == 1
+    # the CPU recipes step on one batch of 2048 tokens
+    assert small.trainer.accumulate_grad_batches == base.trainer.accumulate_grad_batches == 1
 
 
 @pytest.mark.slow  # starts train.py

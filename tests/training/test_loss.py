@@ -1,4 +1,4 @@
-"""Label-smoothed cross-entropy and the non-finite-loss stop."""
+"""Label-smoothed cross-entropy as sums over tokens, and the stop on a non-finite update."""
 
 import pytest
 import torch
@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from transformer_nmt.training.loss import (
     NonFiniteLossError,
-    check_finite_loss,
+    check_finite_update,
     label_smoothed_loss,
 )
 
@@ -23,15 +23,19 @@ def batch():
 
 
 @pytest.mark.parametrize("epsilon", [0.0, 0.1, 0.3])
-def test_matches_torch_cross_entropy_with_label_smoothing(batch, epsilon):
+def test_sums_match_torch_cross_entropy_with_label_smoothing(batch, epsilon):
     logits, labels = batch
     out = label_smoothed_loss(logits, labels, PAD, epsilon)
     flat_logits, flat_labels = logits.reshape(-1, 11).float(), labels.reshape(-1)
-    expected = F.cross_entropy(flat_logits, flat_labels, ignore_index=PAD, label_smoothing=epsilon)
-    assert out.loss.item() == pytest.approx(expected.item(), rel=1e-5)
-    nll = F.cross_entropy(flat_logits, flat_labels, ignore_index=PAD)
-    assert out.nll.item() == pytest.approx(nll.item(), rel=1e-5)
-    assert out.n_tokens == int((labels != PAD).sum()) == 9
+    expected = F.cross_entropy(
+        flat_logits, flat_labels, ignore_index=PAD, label_smoothing=epsilon, reduction="sum"
+    )
+    assert out.loss_sum.item() == pytest.approx(expected.item(), rel=1e-5)
+    nll = F.cross_entropy(flat_logits, flat_labels, ignore_index=PAD, reduction="sum")
+    assert out.nll_sum.item() == pytest.approx(nll.item(), rel=1e-5)
+    assert int(out.n_tokens) == int((labels != PAD).sum()) == 9
+    loss, _ = out.means()
+    assert loss.item() == pytest.approx(expected.item() / 9, rel=1e-5)
 
 
 def test_padding_positions_do_not_change_the_loss(batch):
@@ -40,7 +44,7 @@ def test_padding_positions_do_not_change_the_loss(batch):
     changed[labels == PAD] = 1e4  # garbage where the label is padding
     a = label_smoothed_loss(logits, labels, PAD, 0.1)
     b = label_smoothed_loss(changed, labels, PAD, 0.1)
-    assert a.loss.item() == pytest.approx(b.loss.item())
+    assert a.loss_sum.item() == pytest.approx(b.loss_sum.item())
 
 
 def test_bad_label_smoothing_is_rejected(batch):
@@ -48,9 +52,9 @@ def test_bad_label_smoothing_is_rejected(batch):
         label_smoothed_loss(*batch, PAD, 1.0)
 
 
-def test_non_finite_loss_raises_with_the_step_and_the_fix():
-    check_finite_loss(torch.tensor(2.5), step=3)
-    with pytest.raises(NonFiniteLossError, match="not finite at step 7.*ckpt_path="):
-        check_finite_loss(torch.tensor(float("nan")), step=7)
-    with pytest.raises(NonFiniteLossError, match="this rank: 2.5"):
-        check_finite_loss(torch.tensor(2.5), step=7, any_rank_failed=True)
+def test_a_non_finite_loss_or_gradient_raises_with_the_step_and_the_fix():
+    check_finite_update(step=3, loss=2.5, grad_norm=0.7)
+    with pytest.raises(NonFiniteLossError, match="training loss not finite at step 7.*ckpt_path="):
+        check_finite_update(step=7, loss=float("nan"), grad_norm=0.7)
+    with pytest.raises(NonFiniteLossError, match=r"gradient not finite at step 7 \(loss 2.5"):
+        check_finite_update(step=7, loss=2.5, grad_norm=float("inf"))

@@ -63,6 +63,26 @@ def test_tensorboard_and_sample_translations_are_written(many_loggers_run):
     assert re.search(r"sample 0 @ step 4\n  src: .+\n  ref: .+\n  hyp: ", log)
 
 
+def test_train_log_reads_without_a_progress_bar(many_loggers_run):
+    """A line every log_every_n_steps (1 here) optimizer steps and one per validation."""
+    run_dir, _ = many_loggers_run
+    text = (run_dir / "train.log").read_text()
+    line = (
+        r"step (\d+)/8 \(\d+\.\d%\) \| epoch 0 \| loss (\d+\.\d{3}) \| lr (\S+) \| [\d,]+ tok/s "
+        r"\| elapsed \d+:\d\d:\d\d \| ETA \d+:\d\d:\d\d\n"
+    )
+    steps = [(int(step), float(loss), float(lr)) for step, loss, lr in re.findall(line, text)]
+    assert [step for step, _, _ in steps] == list(range(1, 9))
+    rows = logged_metrics(run_dir / "csv" / "metrics.csv")
+    losses = [float(r["train/loss"]) for r in rows if r["train/loss"]]  # the logged values
+    assert [loss for _, loss, _ in steps] == pytest.approx(losses, abs=1e-3)
+    assert [lr for _, _, lr in steps] == pytest.approx(
+        [noam(s, 32, 20) for s in range(1, 9)], rel=1e-2
+    )
+    validation = r"validation @ step (\d) \| loss \d+\.\d{3} \| ppl \d+\.\d\d\n"
+    assert re.findall(validation, text) == ["4", "8"]
+
+
 def test_checkpoints_follow_the_contract_for_plain_torch_load(many_loggers_run):
     run_dir, _ = many_loggers_run
     assert (run_dir / "checkpoints" / "best.ckpt").is_file()

@@ -1,10 +1,20 @@
-"""Lightning callbacks, one per file: checkpoints, throughput, dropout seeds, sample translations
-and BLEU during training."""
+"""Lightning callbacks, one per file: checkpoints, throughput, the training log, the progress
+bar, dropout seeds, sample translations and BLEU during training."""
 
 from .bleu import BleuCallback
 from .last_checkpoint import LastCheckpoint
+from .progress_bar import ProgressBar
 from .sample_translations import SampleTranslations
 from .step_seed import StepSeed
 from .throughput import TokenThroughput
+from .training_log import TrainingLog
 
-__all__ = ["BleuCallback", "LastCheckpoint", "SampleTranslations", "StepSeed", "TokenThroughput"]
+__all__ = [
+    "BleuCallback",
+    "LastCheckpoint",
+    "ProgressBar",
+    "SampleTranslations",
+    "StepSeed",
+    "TokenThroughput",
+    "TrainingLog",
+]

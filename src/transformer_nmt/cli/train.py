@@ -64,6 +64,8 @@ def _fit(cfg: DictConfig) -> float | None:
         loggers = build_run_loggers(cfg.get("logger"))
         trainer = _build_trainer(cfg, checked, loggers)
         adopt_hydra_launcher(trainer)
+        if trainer.is_global_zero:
+            log.info(describe_batch(trainer, datamodule.max_tokens))
         model_config = resolve_model_config(
             cfg.model if pretrained is None else pretrained_model_config(pretrained, cfg.model),
             datamodule.vocab_size,
@@ -81,6 +83,7 @@ def _fit(cfg: DictConfig) -> float | None:
             eos_id=datamodule.eos_id,
             pad_id=datamodule.pad_id,
             label_smoothing=cfg.label_smoothing,
+            fused_loss=bool(cfg.fused_loss),
             optimizer=OmegaConf.to_container(cfg.optimizer, resolve=True),
             scheduler=OmegaConf.to_container(cfg.scheduler, resolve=True),
             compile=bool(cfg.compile),
@@ -144,6 +147,18 @@ def _build_trainer(cfg: DictConfig, checked: TrainConfig, loggers: list) -> pl.T
         )
     except (MisconfigurationException, ValueError) as error:
         raise UsageError(f"trainer: {error}") from error
+
+
+def describe_batch(trainer: pl.Trainer, max_tokens: int | None) -> str:
+    """What one optimizer step trains on, for the log: micro-batches × devices × tokens."""
+    accumulate, devices = trainer.accumulate_grad_batches, trainer.world_size
+    if max_tokens is None:
+        return f"an optimizer step takes {accumulate} batch(es) on each of {devices} device(s)"
+    return (
+        f"an optimizer step takes {accumulate} batch(es) x {devices} device(s) x <= {max_tokens} "
+        f"padded tokens per side: <= {accumulate * devices * max_tokens:,} target tokens with "
+        f"padding (the paper: ~25,000; trainer.accumulate_grad_batches sets the first factor)"
+    )
 
 
 def _is_global_zero(trainer: pl.Trainer | None) -> bool:

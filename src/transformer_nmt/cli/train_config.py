@@ -183,7 +183,14 @@ def resolve_model_config(model_cfg: Any, vocab_size: int, pad_id: int, data_max_
 
 
 def trainer_options(trainer_cfg: Any) -> dict:
-    """``Trainer`` keyword arguments from the ``trainer`` group, checked."""
+    """``Trainer`` keyword arguments from the ``trainer`` group, checked; its intervals all
+    count optimizer steps.
+
+    ``max_steps`` and ``log_every_n_steps`` are optimizer steps to Lightning too (so is
+    ``callbacks.last_checkpoint.every_n_train_steps``); an integer ``val_check_interval`` is
+    training batches to Lightning, so it is multiplied here by ``accumulate_grad_batches``, the
+    batches of one optimizer step. (A float stays a fraction of an epoch.)
+    """
     import lightning.pytorch as pl
 
     options = OmegaConf.to_container(trainer_cfg, resolve=True)
@@ -199,6 +206,10 @@ def trainer_options(trainer_cfg: Any) -> dict:
             f"unknown trainer option(s) {unknown}: the trainer group holds "
             f"lightning.pytorch.Trainer arguments"
         )
+    accumulate = options.get("accumulate_grad_batches", 1)
+    interval = options.get("val_check_interval")
+    if isinstance(interval, int) and not isinstance(interval, bool):
+        options["val_check_interval"] = interval * accumulate
     return options
 
 

@@ -66,7 +66,8 @@ class Decoder(nn.Module):
 
 
 class Transformer(nn.Module):
-    """Encoder–decoder Transformer. ``forward(src_ids, tgt_in_ids) -> logits``.
+    """Encoder–decoder Transformer. ``forward(src_ids, tgt_in_ids) -> logits``;
+    ``forward_hidden`` and ``decode_hidden`` stop before the pre-softmax linear (``generator``).
 
     Masks are built here from ``config.pad_id``: callers pass token ids only.
     """
@@ -117,18 +118,36 @@ class Transformer(nn.Module):
         With a ``cache`` (see :meth:`new_cache`), tgt_in_ids holds only the positions after
         those already decoded, and the cache is extended in place.
         """
+        return self.generator(self.decode_hidden(tgt_in_ids, memory, src_ids, cache))
+
+    def decode_hidden(
+        self,
+        tgt_in_ids: Tensor,
+        memory: Tensor,
+        src_ids: Tensor,
+        cache: KVCache | None = None,
+    ) -> Tensor:
+        """The decoder's output [B, T, d_model]: :meth:`decode` before the pre-softmax linear."""
         if cache is None:
             tgt_mask = decoder_self_attention_mask(tgt_in_ids, self.config.pad_id)
         elif tgt_in_ids.size(1) == 1:
             tgt_mask = None  # one new position may see every cached one
         else:
             tgt_mask = causal_mask(tgt_in_ids.size(1), tgt_in_ids.device, past=cache.length)
-        hidden = self.decoder(tgt_in_ids, memory, tgt_mask, self.source_mask(src_ids), cache)
-        return self.generator(hidden)
+        return self.decoder(tgt_in_ids, memory, tgt_mask, self.source_mask(src_ids), cache)
 
     def forward(self, src_ids: Tensor, tgt_in_ids: Tensor) -> Tensor:
         """src_ids [B, S], tgt_in_ids [B, T] -> logits [B, T, tgt_vocab]"""
-        return self.decode(tgt_in_ids, self.encode(src_ids), src_ids)
+        return self.generator(self.forward_hidden(src_ids, tgt_in_ids))
+
+    def forward_hidden(self, src_ids: Tensor, tgt_in_ids: Tensor) -> Tensor:
+        """src_ids [B, S], tgt_in_ids [B, T] -> the decoder's output [B, T, d_model].
+
+        ``generator(forward_hidden(...))`` is :meth:`forward`; a loss that applies the
+        pre-softmax linear itself, a chunk of tokens at a time, starts here
+        (``training/fused_loss.py``).
+        """
+        return self.decode_hidden(tgt_in_ids, self.encode(src_ids), src_ids)
 
     def new_cache(self) -> KVCache:
         """An empty key/value cache for incremental decoding with :meth:`decode`."""

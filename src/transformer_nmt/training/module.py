@@ -12,9 +12,11 @@ from torchmetrics import MeanMetric
 from transformer_nmt.checkpoint import embed_tokenizer_files
 from transformer_nmt.data import tokenizer_files
 from transformer_nmt.model import Transformer, TransformerConfig
-from transformer_nmt.training.loss import TokenLosses, check_finite_loss, label_smoothed_loss
+from transformer_nmt.training.fused_loss import chunked_linear_label_smoothed_loss
+from transformer_nmt.training.loss import TokenLosses, check_finite_update, label_smoothed_loss
 from transformer_nmt.training.optimizer import AdamConfig, build_adam
 from transformer_nmt.training.schedules import StepSchedule, build_scheduler
+from transformer_nmt.training.update import StepTotals, TokenMeanUpdate, apply_update_scale
 
 
 class TranslationModule(pl.LightningModule):
@@ -26,6 +28,13 @@ class TranslationModule(pl.LightningModule):
     special ids: a plain ``torch.load`` reader finds them in ``ckpt["hyper_parameters"]`` and the
     model's weights under ``model.`` in ``ckpt["state_dict"]``. ``compile=True`` compiles the
     forward only, so the weights keep their names.
+
+    Each optimizer step descends the label-smoothed loss per target token of the whole step: all
+    accumulated micro-batches and all ranks, each token weighing the same (``update.py``), and
+    the step stops with :class:`~transformer_nmt.training.loss.NonFiniteLossError` before the
+    optimizer applies a NaN or infinite loss or gradient. ``fused_loss`` computes the
+    pre-softmax linear and the loss together, a chunk of tokens at a time, without
+    [tokens, vocabulary] tensors (``fused_loss.py``; the same values and gradients).
     """
 
     def __init__(
@@ -38,6 +47,7 @@ class TranslationModule(pl.LightningModule):
         eos_id: int,
         pad_id: int,
         label_smoothing: float = 0.1,
+        fused_loss: bool = True,
         optimizer: dict | None = None,
         scheduler: dict | None = None,
         compile: bool = False,
@@ -54,8 +64,13 @@ class TranslationModule(pl.LightningModule):
         self.model = Transformer(TransformerConfig(**model_config))
         # Noam's d_model is the model's, whatever the scheduler config says
         self.schedule = StepSchedule(**{**(scheduler or {}), "d_model": self.model.config.d_model})
-        # A compiled *function*, not a registered module: parameter names stay ``model.*``.
-        self._forward = torch.compile(self.model.forward) if compile else self.model.forward
+        # A compiled *function*, not a registered module: parameter names stay ``model.*``. The
+        # fused loss takes the decoder's output, not the logits, and always runs eagerly.
+        forward = self.model.forward_hidden if fused_loss else self.model.forward
+        self._forward = torch.compile(forward) if compile else forward
+        self._update = TokenMeanUpdate()
+        self._step_totals: StepTotals | None = None
+        self.tokens_trained = 0  # target tokens of every optimizer step so far, all ranks
         self.eval_loss = MeanMetric()  # validation or test, whichever runs
         self.eval_nll = MeanMetric()
         self.last_validated_step: int | None = None  # global step of the last real validation
@@ -68,19 +83,59 @@ class TranslationModule(pl.LightningModule):
         embed_tokenizer_files(checkpoint, self._tokenizer_files)
 
     def _losses(self, batch: dict) -> TokenLosses:
-        logits = self._forward(batch["src_ids"], batch["tgt_in_ids"])
-        return label_smoothed_loss(
-            logits, batch["labels"], self.hparams.pad_id, self.hparams.label_smoothing
-        )
+        outputs = self._forward(batch["src_ids"], batch["tgt_in_ids"])
+        labels, pad_id, epsilon = batch["labels"], self.hparams.pad_id, self.hparams.label_smoothing
+        if self.hparams.fused_loss:  # outputs: the decoder's [B, T, d_model]
+            weight = self.model.generator.weight  # the Parameter itself: tied gradients add up
+            return chunked_linear_label_smoothed_loss(outputs, weight, labels, pad_id, epsilon)
+        return label_smoothed_loss(outputs, labels, pad_id, epsilon)  # outputs: logits
+
+    def on_train_start(self) -> None:
+        self._update.reset()
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
-        out = self._losses(batch)
-        finite = bool(torch.isfinite(out.loss))
-        any_failed = not self.trainer.strategy.reduce_boolean_decision(finite, all=True)
-        check_finite_loss(out.loss, self.global_step, any_failed)
-        self.log("train/loss", out.loss, prog_bar=True, batch_size=out.n_tokens)
-        self.log("lr", self.lr_schedulers().get_last_lr()[0], prog_bar=True, batch_size=1)
-        return out.loss
+        losses = self._losses(batch)
+        self._update.add(losses)
+        # The SUM: on_before_optimizer_step turns the step's gradient into its token mean's.
+        return losses.loss_sum
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """The step's token-weighted loss and gradient norm (one all-reduce, one host sync per
+        optimizer step); stop before a non-finite update; log on logging steps only."""
+        trainer = self.trainer
+        totals = self._update.finish(
+            self._gradients(),
+            reduce_sum=lambda sums: trainer.strategy.reduce(sums, reduce_op="sum"),
+            backward_divisor=trainer.accumulate_grad_batches * trainer.world_size,
+        )
+        numbers = totals.numbers()
+        step = self.global_step + 1  # the step about to be taken
+        # fp16 with a GradScaler: an overflowing gradient is routine, the scaler skips that step
+        scaler_skips_overflow = getattr(trainer.precision_plugin, "scaler", None) is not None
+        check_finite_update(step, numbers.loss, 0.0 if scaler_skips_overflow else numbers.grad_norm)
+        self._step_totals = totals
+        self.tokens_trained += numbers.tokens
+        if trainer.log_every_n_steps > 0 and step % trainer.log_every_n_steps == 0:
+            self.log("train/loss", numbers.loss, prog_bar=True, batch_size=1)
+            self.log("train/nll", numbers.nll, batch_size=1)
+            self.log("train/grad_norm", numbers.grad_norm, batch_size=1)
+            self.log("lr", optimizer.param_groups[0]["lr"], prog_bar=True, batch_size=1)
+
+    def configure_gradient_clipping(
+        self,
+        optimizer: torch.optim.Optimizer,
+        gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str | None = None,
+    ) -> None:
+        """Scale the gradients to the step's token mean and clip them, in one pass, by the norm
+        on_before_optimizer_step computed (Lightning calls this right after that hook)."""
+        apply_update_scale(
+            self._gradients(), self._step_totals, gradient_clip_val, gradient_clip_algorithm
+        )
+        self._step_totals = None
+
+    def _gradients(self) -> list[torch.Tensor]:
+        return [p.grad for p in self.parameters() if p.grad is not None]
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         self._update_eval_metrics(batch)
@@ -97,9 +152,10 @@ class TranslationModule(pl.LightningModule):
         self._log_eval_metrics("test")
 
     def _update_eval_metrics(self, batch: dict) -> None:
-        out = self._losses(batch)
-        self.eval_loss.update(out.loss, weight=out.n_tokens)
-        self.eval_nll.update(out.nll, weight=out.n_tokens)
+        losses = self._losses(batch)
+        loss, nll = losses.means()
+        self.eval_loss.update(loss, weight=losses.n_tokens)
+        self.eval_nll.update(nll, weight=losses.n_tokens)
 
     def _log_eval_metrics(self, split: str) -> None:
         # token-weighted means over the whole split, all ranks included (torchmetrics syncs)
