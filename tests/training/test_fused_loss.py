@@ -204,6 +204,27 @@ def test_the_module_validates_alike_with_either_loss():
         )
 
 
+def test_a_model_with_an_output_bias_trains_on_the_loss_with_its_bias():
+    """The fused loss has no bias term: with ``output_bias`` the module takes the plain path, so
+    the bias counts in the loss and gets its gradient."""
+    batch = token_batch(30, seed=3)
+    biased = tiny_config(dropout=0.0, output_bias=True).to_dict()
+    plain_module = tiny_module(model_config=biased, fused_loss=False)
+    asked_fused = tiny_module(model_config=biased, fused_loss=True)
+    with torch.no_grad():
+        plain_module.model.generator.bias.uniform_(-2.0, 2.0)
+    asked_fused.load_state_dict(plain_module.state_dict())
+    losses = []
+    for module in (plain_module, asked_fused):
+        loss = module._losses(batch).loss_sum
+        loss.backward()
+        losses.append(loss.detach())
+    torch.testing.assert_close(losses[1], losses[0])
+    bias_gradient = asked_fused.model.generator.bias.grad
+    assert bias_gradient is not None and bias_gradient.abs().sum() > 0
+    torch.testing.assert_close(bias_gradient, plain_module.model.generator.bias.grad)
+
+
 @pytest.mark.slow  # compiles
 def test_a_compiled_hidden_state_forward_with_the_loss_outside_matches_eager():
     """The module's compile=True: the model's forward_hidden compiled, the fused loss eager."""

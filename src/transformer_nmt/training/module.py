@@ -34,7 +34,9 @@ class TranslationModule(pl.LightningModule):
     the step stops with :class:`~transformer_nmt.training.loss.NonFiniteLossError` before the
     optimizer applies a NaN or infinite loss or gradient. ``fused_loss`` computes the
     pre-softmax linear and the loss together, a chunk of tokens at a time, without
-    [tokens, vocabulary] tensors (``fused_loss.py``; the same values and gradients).
+    [tokens, vocabulary] tensors (``fused_loss.py``; the same values and gradients). It has no
+    bias term, so a model whose pre-softmax linear has one (``output_bias``, e.g. a model
+    imported from Marian) takes the plain path whatever ``fused_loss`` says.
     """
 
     def __init__(
@@ -66,7 +68,8 @@ class TranslationModule(pl.LightningModule):
         self.schedule = StepSchedule(**{**(scheduler or {}), "d_model": self.model.config.d_model})
         # A compiled *function*, not a registered module: parameter names stay ``model.*``. The
         # fused loss takes the decoder's output, not the logits, and always runs eagerly.
-        forward = self.model.forward_hidden if fused_loss else self.model.forward
+        self._fused_loss = fused_loss and self.model.generator.bias is None
+        forward = self.model.forward_hidden if self._fused_loss else self.model.forward
         self._forward = torch.compile(forward) if compile else forward
         self._update = TokenMeanUpdate()
         self._step_totals: StepTotals | None = None
@@ -85,7 +88,7 @@ class TranslationModule(pl.LightningModule):
     def _losses(self, batch: dict) -> TokenLosses:
         outputs = self._forward(batch["src_ids"], batch["tgt_in_ids"])
         labels, pad_id, epsilon = batch["labels"], self.hparams.pad_id, self.hparams.label_smoothing
-        if self.hparams.fused_loss:  # outputs: the decoder's [B, T, d_model]
+        if self._fused_loss:  # outputs: the decoder's [B, T, d_model]
             weight = self.model.generator.weight  # the Parameter itself: tied gradients add up
             return chunked_linear_label_smoothed_loss(outputs, weight, labels, pad_id, epsilon)
         return label_smoothed_loss(outputs, labels, pad_id, epsilon)  # outputs: logits
