@@ -107,7 +107,8 @@ class CTranslate2Translator(TextTranslator):
     def limit(self, source_length: int) -> int:
         """Most output tokens for a source of ``source_length`` ids (EOS included), as
         :func:`~transformer_nmt.decoding.max_output_lengths`."""
-        limit = math.floor(source_length * self.options.max_len_a + self.options.max_len_b)
+        words = max(source_length - 1, 0)  # the source's EOS is not a word
+        limit = math.floor(words * self.options.max_len_a + self.options.max_len_b)
         return max(0, min(limit, self.max_len - 1)) if source_length else 0
 
     def translate_ids(self, sources: Sequence[Sequence[int]]) -> list[list[int]]:
