@@ -3,8 +3,16 @@ and BLEU during training."""
 
 from .bleu import BleuCallback
 from .last_checkpoint import LastCheckpoint
+from .model_summary import ModelSummary
 from .sample_translations import SampleTranslations
 from .step_seed import StepSeed
 from .throughput import TokenThroughput
 
-__all__ = ["BleuCallback", "LastCheckpoint", "SampleTranslations", "StepSeed", "TokenThroughput"]
+__all__ = [
+    "BleuCallback",
+    "LastCheckpoint",
+    "ModelSummary",
+    "SampleTranslations",
+    "StepSeed",
+    "TokenThroughput",
+]
