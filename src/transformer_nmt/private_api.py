@@ -94,6 +94,22 @@ def basic_sweeper_jobs(parsed_overrides: list) -> list[list[str]]:
     return BasicSweeper.split_arguments(parsed_overrides, max_batch_size=None)[0]
 
 
+# -- submitit and hydra-submitit-launcher ------------------------------------------------------
+
+
+def submitit_task_script() -> str:
+    """The script whose Hydra task function a submitit job runs (its process is
+    ``python -m submitit.core._submit``): the file that defined ``task_function`` of the
+    ``BaseSubmititLauncher`` pickled as the job's call (``DelayedSubmission.load`` of
+    ``JobEnvironment().paths.submitted_pickle``; checked with submitit 1.5.4 and
+    hydra-submitit-launcher 1.2.0)."""
+    import submitit
+    from submitit.helpers import DelayedSubmission
+
+    delayed = DelayedSubmission.load(submitit.JobEnvironment().paths.submitted_pickle)
+    return delayed.function.task_function.__code__.co_filename
+
+
 # -- W&B through Lightning's WandbLogger ---------------------------------------------------------
 
 

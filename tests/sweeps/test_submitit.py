@@ -56,12 +56,16 @@ def submitit_task(pid: int) -> int | None:
 
 
 @pytest.mark.slow  # a submitit job, signalled, requeued and resumed
-def test_a_signalled_job_is_requeued_and_continues_from_the_step_it_saved(tiny_overrides, tmp_path):
-    sweep_dir, max_steps = tmp_path / "sweep", 300
+@pytest.mark.parametrize("devices", [1, 2])  # 2: a rank Lightning starts, not a submitit task
+def test_a_signalled_job_is_requeued_and_continues_from_the_step_it_saved(
+    devices, tiny_overrides, tmp_path
+):
+    sweep_dir, max_steps = tmp_path / "sweep", 200
     command = script_command(
         "train.py", "-m", "hydra/launcher=local", *without(tiny_overrides, "trainer.val_"),
         f"trainer.max_steps={max_steps}", "trainer.val_check_interval=1000",
         "callbacks.last_checkpoint.every_n_train_steps=10", f"hydra.sweep.dir={sweep_dir}",
+        "trainer.accelerator=cpu", f"trainer.devices={devices}",
     )  # fmt: skip
     process = subprocess.Popen(
         command,
@@ -85,8 +89,12 @@ def test_a_signalled_job_is_requeued_and_continues_from_the_step_it_saved(tiny_o
     assert process.returncode == 0, output.decode()[-3000:]
 
     log = (job_dir / "train.log").read_text()
-    stopped = int(re.search(r"rank 0 of 1 requeued at step (\d+)", log).group(1))
+    stopped = int(re.search(rf"rank 0 of {devices} requeued at step (\d+)", log).group(1))
     assert 10 <= stopped < max_steps
+    for rank in range(1, devices):  # the other ranks stopped at the same step, and finished
+        rank_log = (job_dir / f"train_ddp_process_{rank}.log").read_text()
+        assert f"rank {rank} of {devices} requeued at step {stopped};" in rank_log
+        assert f"rank {rank} of {devices} finished at step {max_steps};" in rank_log
     assert "received SIGUSR2: training stops at the end of this batch" in log
     assert f"resuming from {last} (resume=auto)" in log
     summary = json.loads((job_dir / "summary.json").read_text())

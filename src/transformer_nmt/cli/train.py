@@ -53,6 +53,7 @@ def _fit(cfg: DictConfig) -> float | None:
     silence_library_notices()
     objective = cfg.get("optimized_metric")
     final_eval = final_eval_for(objective, OmegaConf.to_object(cfg.final_eval))  # checks it early
+    resume_mode(cfg.get("resume"))  # and this
     if cfg.get("keep_freed_host_memory", False) and keep_freed_memory():
         log.info("glibc keeps freed memory in the heap (keep_freed_host_memory=true)")
     pl.seed_everything(cfg.seed, workers=True)
@@ -83,8 +84,7 @@ def _fit(cfg: DictConfig) -> float | None:
         options.get("enable_progress_bar", True),
         options.get("enable_model_summary", True),
     )
-    handler = submitit_handler()
-    requeue = RequeueOnSignal(handler) if handler is not None else None
+    requeue = RequeueOnSignal(submitit_handler()) if _submitit_launcher() else None
     trainer = pl.Trainer(
         **{**options, "enable_model_summary": False},  # the callbacks hold the summary, if on
         logger=[*loggers, logged],
@@ -192,6 +192,8 @@ def offer_final_validation(
     ``val/*`` value it produced, so ``best.ckpt`` exists even when no validation ran during fit.
     BLEU and chrF count only when decoded on the whole split (``final_eval.max_sentences=null``).
     """
+    if trainer.fast_dev_run:  # Lightning writes no checkpoints then
+        return
     for callback in trainer.checkpoint_callbacks:
         monitor = getattr(callback, "monitor", None)
         if not isinstance(callback, ModelCheckpoint) or not str(monitor).startswith("val/"):

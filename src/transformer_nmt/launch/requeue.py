@@ -42,10 +42,11 @@ class RequeueOnSignal(Callback):
     ``fit`` returns, :meth:`requeue` hands over to submitit (which requeues the job and exits).
 
     With several ranks, they agree at every batch end (one boolean all-reduce) so that all stop
-    at the same step.
+    at the same step; every rank needs the callback, also those Lightning started itself, which
+    are no submitit tasks (``handler`` None: they only take part in the agreement).
     """
 
-    def __init__(self, handler: Callable[[int, Any], None]) -> None:
+    def __init__(self, handler: Callable[[int, Any], None] | None) -> None:
         self.signum = submitit_signal()
         self._submitit_handler = handler
         self._received = False
@@ -55,7 +56,8 @@ class RequeueOnSignal(Callback):
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         # After Lightning saved the handlers it found (submitit's among them): it puts them back
         # when fit ends, so that a signal during the final evaluation requeues at once.
-        signal.signal(self.signum, self._note)
+        if self._submitit_handler is not None:
+            signal.signal(self.signum, self._note)
 
     def _note(self, signum: int, frame: Any) -> None:
         self._received = True
@@ -75,6 +77,7 @@ class RequeueOnSignal(Callback):
             trainer.should_stop = True  # LastCheckpoint, a Checkpoint, runs after this and saves
 
     def requeue(self) -> None:
-        """Let submitit requeue the job: it exits this process (rank 0; other ranks return)."""
-        log.info("requeueing the job after step %s", self.stopped_at)
-        self._submitit_handler(self.signum, None)
+        """Let submitit requeue the job: it exits this process (its first task; others return)."""
+        if self._submitit_handler is not None:
+            log.info("requeueing the job after step %s", self.stopped_at)
+            self._submitit_handler(self.signum, None)
