@@ -40,13 +40,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", default=DEFAULT_MULTI30K, help="Multi30k directory")
     parser.add_argument("--repeats", type=int, default=3, help="runs with the cache warm")
+    parser.add_argument("--threads", default="1", help="OMP_NUM_THREADS, 1 as in the README")
     args = parser.parse_args()
     print_header("debug=smoke end to end (the README's quick start)")
-    print(f"# OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}")
+    print(f"# OMP_NUM_THREADS={args.threads} for the commands")
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         env = {**os.environ, "TRANSFORMER_NMT_CACHE": str(Path(scratch) / "cache")}
-        env.setdefault("WANDB_MODE", "offline")
+        env.update(OMP_NUM_THREADS=args.threads, WANDB_MODE=env.get("WANDB_MODE", "offline"))
         for run in range(1 + args.repeats):
             run_dir = Path(scratch) / f"smoke{run}"
             train = [sys.executable, "train.py", "debug=smoke", "data=multi30k"]

@@ -28,10 +28,11 @@ def test_optuna_minimises_losses_and_maximises_bleu_over_its_search_space():
         hydra = compose_config("hparams_search=optuna", *overrides, return_hydra_config=True).hydra
         return hydra.sweeper
 
-    assert sweeper().direction == "minimize"  # optimized_metric=val/ppl
+    default = sweeper()
+    assert default.direction == "minimize"  # optimized_metric=val/ppl
+    assert default.sampler._target_ == "optuna.samplers.TPESampler"
+    assert set(default.params) == SEARCHED
     assert sweeper("optimized_metric=test/chrf").direction == "maximize"
-    assert sweeper().sampler._target_ == "optuna.samplers.TPESampler"
-    assert set(sweeper().params) == SEARCHED
 
 
 def test_the_final_evaluation_covers_what_the_metric_needs():

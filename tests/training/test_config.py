@@ -27,6 +27,8 @@ def test_every_group_has_its_options():
     assert set(conf_options("logger")) >= {"wandb", "csv", "tensorboard", "many", "none"}
     assert set(conf_options("experiment")) == {"multi30k", "multi30k_base", "wmt16_10pct"}
     assert set(conf_options("data")) == {"wmt16", "multi30k", "text_files", "wmt16_files"}
+    assert set(conf_options("debug")) == {"smoke", "fast_dev_run"}
+    assert set(conf_options("hparams_search")) == {"optuna"}
 
 
 def test_no_two_model_options_build_the_same_model():

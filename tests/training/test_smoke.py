@@ -1,4 +1,5 @@
-"""debug=smoke: the README's quick start on Multi30k, then translate.py on its checkpoint."""
+"""debug=smoke: the README's quick start on Multi30k, then translate.py on its checkpoint; and
+debug=fast_dev_run."""
 
 import json
 
@@ -26,3 +27,15 @@ def test_the_quick_start_trains_scores_and_translates(multi30k_dir, tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert len(result.stdout.splitlines()) == 1 and result.stdout.split()  # one German line
+
+
+@pytest.mark.slow  # starts train.py
+def test_fast_dev_run_runs_one_batch_of_each_and_writes_no_best_checkpoint(
+    tiny_overrides, tmp_path
+):
+    run_dir = tmp_path / "run"
+    run_train([*tiny_overrides, "debug=fast_dev_run", f"hydra.run.dir={run_dir}"], cwd=tmp_path)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert (summary["status"], summary["steps"]) == ("finished", 1)
+    assert not (run_dir / "checkpoints" / "best.ckpt").exists()
+    assert "final evaluation at step 1:" in (run_dir / "train.log").read_text()

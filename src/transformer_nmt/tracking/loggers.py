@@ -11,6 +11,7 @@ exist (``WANDB_API_KEY``, an identity token file, or a netrc entry for the W&B h
 from __future__ import annotations
 
 import csv
+import functools
 import logging
 import netrc
 import os
@@ -24,6 +25,7 @@ from lightning.fabric.loggers.logger import rank_zero_experiment
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
 
+from transformer_nmt.atomic import write_file_atomically
 from transformer_nmt.private_api import (
     csv_writer_keeping_its_directory,
     forget_wandb_run,
@@ -179,11 +181,12 @@ class ResumableCSVLogger(CSVLogger):
     def experiment(self):
         if self._experiment is None and rank_zero_only.rank == 0:
             self._fs.makedirs(self.root_dir, exist_ok=True)
-            self._experiment = _continuing_writer(self.log_dir)
+            self._experiment = _continuing_writer_class()(self.log_dir)
         return super().experiment
 
 
-def _continuing_writer(log_dir: str):
+@functools.cache
+def _continuing_writer_class() -> type:
     class ContinuingWriter(csv_writer_keeping_its_directory()):
         """Holds back a previous run's rows until its own first save, then keeps those logged
         before its first step (the resumed run logs the later ones again)."""
@@ -197,15 +200,18 @@ def _continuing_writer(log_dir: str):
                 header, rows = self._earlier
                 first = min(int(m["step"]) for m in self.metrics)
                 kept = [row for row in rows if _row_step(row) < first]
-                with open(self.metrics_file_path, "w", newline="") as handle:
+
+                def write(handle) -> None:
                     writer = csv.DictWriter(handle, fieldnames=header)
                     writer.writeheader()
                     writer.writerows(kept)
+
+                write_file_atomically(self.metrics_file_path, write, binary=False)
                 self.metrics_keys = list(header)
                 self._earlier = None
             super().save()
 
-    return ContinuingWriter(log_dir)
+    return ContinuingWriter
 
 
 def _read_csv(path: str) -> tuple[list[str], list[dict[str, str]]] | None:
