@@ -15,9 +15,11 @@ register_config_schemas()
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
-    from transformer_nmt.cli.train import train  # here, so that --help and --cfg stay fast
+    # imported here, so that --help and --cfg stay fast
+    from transformer_nmt.cli.errors import exit_on_user_error
+    from transformer_nmt.cli.train import train
 
-    return train(cfg)
+    return exit_on_user_error(train, cfg)
 
 
 if __name__ == "__main__":

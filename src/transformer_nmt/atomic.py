@@ -11,6 +11,7 @@ trust only entries that carry the marker.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -49,6 +50,20 @@ def write_file_atomically(path: Path | str, write: Callable[[IO], None], binary:
 def write_text_atomically(path: Path | str, text: str) -> Path:
     """Write ``text`` (UTF-8) to ``path`` atomically; returns the path."""
     return write_file_atomically(path, lambda handle: handle.write(text), binary=False)
+
+
+def check_writable_directory(directory: Path | str) -> None:
+    """Create ``directory`` if missing and check that a file can be written there; raises the
+    ``OSError`` a writer would meet (permission denied, read-only, a file in the way, ...)."""
+    directory = Path(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as error:  # a file where the directory should be
+        code = errno.ENOTDIR
+        raise NotADirectoryError(code, os.strerror(code), str(directory)) from error
+    fd, probe = tempfile.mkstemp(prefix=".write-check-", suffix=".tmp", dir=directory)
+    os.close(fd)
+    os.unlink(probe)
 
 
 def remove_stale_temporaries(path: Path | str) -> None:

@@ -1,11 +1,16 @@
 """Reading, loading and averaging checkpoints, and the errors for files that are not ours."""
 
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.helpers.tiny_checkpoint import checkpoint_dict, checkpoint_model, write_checkpoint
+from tests.helpers.tiny_checkpoint import (
+    checkpoint_dict,
+    checkpoint_model,
+    write_checkpoint,
+)
 from transformer_nmt.checkpoint import (
     CheckpointError,
     average_checkpoints,
@@ -153,3 +158,38 @@ def test_a_checkpoint_carries_its_tokenizer_to_where_the_cache_is_gone(
     assert Path(loaded.tokenizer_dir).parent == tmp_path / "cache" / "tokenizers"
     averaged = average_checkpoints([tmp_path / "portable.ckpt"] * 2, tmp_path / "avg.ckpt")
     assert load_checkpoint(averaged).tokenizer.get_vocab() == workspace.tokenizer.get_vocab()
+
+
+@pytest.mark.parametrize("stored_identity", [True, False])
+def test_another_tokenizer_of_the_same_size_is_refused_naming_both(
+    tmp_path, workspace, other_tokenizer_dir, stored_identity, monkeypatch
+):
+    monkeypatch.setenv("TRANSFORMER_NMT_CACHE", str(tmp_path / "cache"))
+    checkpoint = checkpoint_dict(workspace.model, workspace.tokenizer_dir, as_trained=True)
+    if not stored_identity:  # a checkpoint from before the identity: computed from its files
+        del checkpoint["hyper_parameters"]["tokenizer_identity"]
+    torch.save(checkpoint, tmp_path / "model.ckpt")
+    with pytest.raises(CheckpointError) as refused:
+        load_checkpoint(tmp_path / "model.ckpt", tokenizer_dir=str(other_tokenizer_dir))
+    message = str(refused.value)
+    assert message.startswith(f"tokenizer '{other_tokenizer_dir}' is not the one checkpoint")
+    assert "same size (120 tokens) but another vocabulary" in message
+    assert f"the checkpoint's own is '{workspace.tokenizer_dir}'" in message
+
+
+def test_a_tokenizer_directory_replaced_since_training_is_not_used(
+    tmp_path, workspace, other_tokenizer_dir, monkeypatch, caplog
+):
+    monkeypatch.setenv("TRANSFORMER_NMT_CACHE", str(tmp_path / "cache"))
+    named = shutil.copytree(workspace.tokenizer_dir, tmp_path / "tokenizer")
+    portable = write_checkpoint(tmp_path / "portable.ckpt", workspace.model, named, as_trained=True)
+    identity_only = checkpoint_dict(workspace.model, named, as_trained=True)
+    del identity_only["tokenizer_files"]
+    torch.save(identity_only, tmp_path / "identity_only.ckpt")
+    shutil.copytree(other_tokenizer_dir, named, dirs_exist_ok=True)  # same names, other BPE
+
+    loaded = load_checkpoint(portable)  # the embedded copy is the tokenizer it was trained with
+    assert loaded.tokenizer.get_vocab() == workspace.tokenizer.get_vocab()
+    assert "using the copy embedded in the checkpoint" in caplog.text
+    with pytest.raises(CheckpointError, match="its files changed since training"):
+        load_checkpoint(tmp_path / "identity_only.ckpt")

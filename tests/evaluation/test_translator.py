@@ -65,11 +65,13 @@ def test_translate_stream_writes_one_line_per_input_line(translator):
 
 
 def test_interactive_mode_prompts_on_its_own_stream_and_answers_each_line(translator):
-    typed = io.StringIO("A man plays.\n\nA dog.\n")
+    typed = io.BytesIO("A man plays.\n\nA dog.\nA \xff dog.\n".encode("latin-1"))
     output, prompts = io.StringIO(), io.StringIO()
     translate_interactively(translator, typed, output, prompts)
     assert output.getvalue().split("\n") == [
         *translator.translate(["A man plays.", "", "A dog."]),
         "",
     ]
-    assert prompts.getvalue() == "> > > > \n"  # one prompt per line, one at end of input
+    # one prompt per line, one at end of input; a line that is not UTF-8 gets an error instead
+    assert prompts.getvalue().startswith("> > > > error: input line 4 is not valid UTF-8")
+    assert prompts.getvalue().endswith("> \n")

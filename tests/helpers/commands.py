@@ -26,21 +26,23 @@ def run_script(
     script: str,
     *args: str,
     cwd: Path | None = None,
-    stdin: str = "",
+    stdin: str | bytes | Path = "",
     env: dict[str, str] | None = None,
     timeout: float = 240,
     python_options: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``script`` with ``args`` in ``cwd``, ``stdin`` as its input; UTF-8 text out."""
-    return subprocess.run(
-        script_command(script, *args, python_options=python_options),
-        input=stdin,
-        cwd=cwd,
-        env=script_environment(env),
-        capture_output=True,
-        encoding="utf-8",
-        timeout=timeout,
-    )
+    """Run ``script`` with ``args`` in ``cwd``; UTF-8 text out. ``stdin`` is text or bytes piped
+    in, or a file given as stdin (a shell's ``< file``)."""
+    command = script_command(script, *args, python_options=python_options)
+    options = dict(cwd=cwd, env=script_environment(env), capture_output=True, timeout=timeout)
+    if isinstance(stdin, Path):
+        with open(stdin, "rb") as handle:
+            result = subprocess.run(command, stdin=handle, **options)
+    else:
+        data = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
+        result = subprocess.run(command, input=data, **options)
+    result.stdout, result.stderr = result.stdout.decode("utf-8"), result.stderr.decode("utf-8")
+    return result
 
 
 def run_train(args: list[str], cwd: Path, timeout: float = 240, env: dict | None = None):

@@ -7,7 +7,12 @@ from pathlib import Path
 
 import torch
 
-from transformer_nmt.data.tokenizer import load_tokenizer, train_bpe
+from transformer_nmt.data.tokenizer import (
+    load_tokenizer,
+    tokenizer_files,
+    tokenizer_identity,
+    train_bpe,
+)
 from transformer_nmt.model import Transformer
 
 from .corpus import MULTI30K_FILE_NAMES, Pairs, make_pairs, write_corpus
@@ -44,11 +49,16 @@ def checkpoint_model(vocab_size: int, pad_id: int, seed: int = 0) -> Transformer
     return Transformer(config).eval()
 
 
-def checkpoint_dict(model: Transformer, tokenizer_path: Path, **overrides) -> dict:
+def checkpoint_dict(
+    model: Transformer, tokenizer_path: Path, *, as_trained: bool = False, **overrides
+) -> dict:
     """What the training LightningModule saves: hyper_parameters + ``model.``-prefixed weights
-    (+ optimizer and loop states, which averaging must drop).
+    (+ optimizer and loop states, which averaging must drop). ``as_trained`` adds what train.py
+    adds besides: the tokenizer's identity and its files.
     """
     tokenizer = load_tokenizer(str(tokenizer_path))
+    if as_trained:
+        overrides = {"tokenizer_identity": tokenizer_identity(tokenizer), **overrides}
     hyper_parameters = {
         "model_config": model.config.to_dict(),
         "tokenizer_dir": str(tokenizer_path),
@@ -60,7 +70,7 @@ def checkpoint_dict(model: Transformer, tokenizer_path: Path, **overrides) -> di
         "learning_rate": 1e-3,
     }
     hyper_parameters.update(overrides)
-    return {
+    checkpoint = {
         "epoch": 3,
         "global_step": 120,
         "pytorch-lightning_version": "2.6.6",
@@ -70,12 +80,23 @@ def checkpoint_dict(model: Transformer, tokenizer_path: Path, **overrides) -> di
         "lr_schedulers": [{}],
         "loops": {},
     }
+    if as_trained:
+        checkpoint["tokenizer_files"] = tokenizer_files(str(tokenizer_path))
+    return checkpoint
 
 
-def write_checkpoint(path: Path, model: Transformer, tokenizer_path: Path, **overrides) -> Path:
+def write_checkpoint(
+    path: Path, model: Transformer, tokenizer_path: Path, *, as_trained: bool = False, **overrides
+) -> Path:
     """Save :func:`checkpoint_dict`; ``overrides`` replace hyper-parameters."""
-    torch.save(checkpoint_dict(model, tokenizer_path, **overrides), path)
+    torch.save(checkpoint_dict(model, tokenizer_path, as_trained=as_trained, **overrides), path)
     return path
+
+
+def write_other_tokenizer(directory: Path) -> Path:
+    """A BPE of the same size as :func:`write_tokenizer`'s, trained on other (lowercase) pairs:
+    other token ids for the same vocabulary size."""
+    return write_tokenizer(directory, make_pairs(200, seed=1, capitalised=False))
 
 
 @dataclass

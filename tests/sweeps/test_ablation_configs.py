@@ -12,7 +12,7 @@ from lightning.pytorch.utilities import rank_zero as pytorch_rank_zero
 from lightning_utilities.core import rank_zero as utilities_rank_zero
 
 from tests.helpers.hydra_config import compose_config, conf_options
-from transformer_nmt.cli.train import resolve_model_config
+from transformer_nmt.cli.train_config import resolve_model_config
 from transformer_nmt.launch.ddp import adopt_hydra_launcher
 from transformer_nmt.private_api import basic_sweeper_jobs
 

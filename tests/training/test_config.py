@@ -8,7 +8,15 @@ from omegaconf import OmegaConf
 
 from tests.helpers.commands import run_script
 from tests.helpers.hydra_config import compose_config, conf_options
-from transformer_nmt.cli.train import build_callbacks, resolve_model_config, trainer_options
+from transformer_nmt.checkpoint import CheckpointError, average_checkpoints
+from transformer_nmt.cli.errors import UsageError
+from transformer_nmt.cli.train_config import (
+    build_callbacks,
+    check_config,
+    read_resume_checkpoint,
+    resolve_model_config,
+    trainer_options,
+)
 from transformer_nmt.data import TranslationDataModule
 from transformer_nmt.decoding import SearchOptions
 from transformer_nmt.model import TransformerConfig
@@ -92,6 +100,37 @@ def test_model_config_errors_name_the_key_and_the_fix():
         resolve_model_config(typo, vocab_size=100, pad_id=0, data_max_len=256)
     with pytest.raises(Exception, match="n_heads"):
         compose_train("model.n_heads=four")
+
+
+@pytest.mark.parametrize(
+    ("override", "error"),
+    [
+        ("+data.max_token=1000", "unknown data option(s) ['max_token']; valid keys are"),
+        ("final_eval.splits=[dev]", "final_eval: final_eval.splits has unknown split(s) ['dev']"),
+        ("scheduler.warmup=0", "scheduler: scheduler.warmup must be a positive integer, got 0"),
+        ("label_smoothing=1.5", "label_smoothing must be in [0, 1), got 1.5"),
+        ("callbacks.last_checkpoint.every_n_train_steps=0", "callbacks.last_checkpoint: every_n"),
+    ],
+)
+def test_every_config_object_is_checked_before_the_data(override, error, tmp_path):
+    with pytest.raises(UsageError) as raised:
+        check_config(compose_train(override, output_dir=str(tmp_path)))
+    assert str(raised.value).startswith(error)
+
+
+def test_resuming_checks_the_checkpoint_before_the_data(tmp_path, workspace):
+    model = workspace.model.config.to_dict()
+    averaged = average_checkpoints([workspace.ckpt_path] * 2, tmp_path / "averaged.ckpt")
+    cfg = compose_train(f"ckpt_path={averaged}", output_dir=str(tmp_path))
+    with pytest.raises(CheckpointError, match="no optimizer or loop state"):
+        read_resume_checkpoint(cfg, model, cfg.ckpt_path)
+    cfg = compose_train(f"ckpt_path={workspace.ckpt_path}", output_dir=str(tmp_path))
+    with pytest.raises(CheckpointError, match=r"with model.n_heads=4 but this run's config has"):
+        read_resume_checkpoint(cfg, {**model, "n_heads": 2, "d_k": 16, "d_v": 16}, cfg.ckpt_path)
+    resumed = read_resume_checkpoint(
+        cfg, {**model, "dropout": 0.3}, cfg.ckpt_path
+    )  # changes no weight
+    assert resumed["hyper_parameters"]["model_config"] == model
 
 
 @pytest.mark.parametrize("name", conf_options("scheduler"))

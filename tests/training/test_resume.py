@@ -76,7 +76,7 @@ def test_resume_auto_is_the_default_of_submitit_jobs_and_ckpt_path_wins(tmp_path
 
     from transformer_nmt.callbacks import LastCheckpoint
     from transformer_nmt.cli.errors import UsageError
-    from transformer_nmt.cli.train import resume_checkpoint, resume_mode
+    from transformer_nmt.cli.train_config import resume_checkpoint, resume_mode
 
     assert resume_mode(None) == "never"  # outside a job of hydra/launcher=slurm|local
     assert (resume_mode(True), resume_mode(False), resume_mode("auto")) == ("auto", "never", "auto")

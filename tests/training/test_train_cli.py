@@ -14,7 +14,7 @@ from tests.helpers.slow import slow_fixture
 from tests.helpers.tiny_checkpoint import CONTRACT_KEYS
 from tests.helpers.tiny_runs import logged_metrics, without
 from tests.helpers.wandb_records import wandb_run
-from transformer_nmt.data import load_tokenizer, tokenizer_files
+from transformer_nmt.data import load_tokenizer, tokenizer_files, tokenizer_identity
 from transformer_nmt.model import Transformer, TransformerConfig
 from transformer_nmt.training.schedules import noam
 
@@ -80,6 +80,7 @@ def test_checkpoints_follow_the_contract_for_plain_torch_load(many_loggers_run):
     model.load_state_dict({key.removeprefix("model."): value for key, value in state.items()})
     tokenizer = load_tokenizer(hparams["tokenizer_dir"])
     assert len(tokenizer) == config.src_vocab_size
+    assert hparams["tokenizer_identity"] == tokenizer_identity(tokenizer)
     assert (tokenizer.pad_token_id, tokenizer.eos_token_id) == (
         hparams["pad_id"],
         hparams["eos_id"],

@@ -4,41 +4,46 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, fields
-from pathlib import Path
-from typing import Any
 
 import lightning.pytorch as pl
 import torch
-from hydra.utils import instantiate
-from lightning.pytorch.callbacks import Callback, ModelCheckpoint, ModelSummary, ProgressBar
+from lightning.fabric.utilities.exceptions import MisconfigurationException
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
-from transformer_nmt.callbacks import LastCheckpoint
 from transformer_nmt.checkpoint import AtomicCheckpointIO
-from transformer_nmt.cli.errors import UsageError
-from transformer_nmt.cli.library_notices import silence_library_notices
+from transformer_nmt.data import tokenizer_identity
 from transformer_nmt.data.datamodule import TranslationDataModule
 from transformer_nmt.evaluation.final_eval import FinalEvalConfig, final_evaluation
 from transformer_nmt.launch.ddp import adopt_hydra_launcher, distributed_job, wait_for_children
 from transformer_nmt.launch.host_memory import keep_freed_memory
-from transformer_nmt.launch.requeue import RequeueOnSignal, submitit_handler
-from transformer_nmt.model import TransformerConfig
+from transformer_nmt.launch.requeue import RequeueOnSignal, submitit_handler, under_submitit
 from transformer_nmt.private_api import offer_to_model_checkpoint
 from transformer_nmt.tracking.loggers import (
     LoggedMetrics,
-    build_loggers,
     finish_loggers,
     log_final_hyperparameters,
 )
-from transformer_nmt.tracking.objective import DECODED, final_eval_for, objective_value
+from transformer_nmt.tracking.objective import DECODED, objective_value
 from transformer_nmt.tracking.overrides import job_overrides, override_values
 from transformer_nmt.tracking.summary import run_summary, write_summary
 from transformer_nmt.training.module import TranslationModule
 
-log = logging.getLogger(__name__)
+from .errors import UsageError
+from .library_notices import silence_library_notices
+from .train_config import (
+    TrainConfig,
+    build_run_loggers,
+    check_config,
+    check_writable_outputs,
+    read_resume_checkpoint,
+    require_checkpoint_tokenizer,
+    resolve_model_config,
+    resume_checkpoint,
+)
 
-RESUME_MODES = ("auto", "never")
+log = logging.getLogger(__name__)
 
 
 def train(cfg: DictConfig) -> float | None:
@@ -51,54 +56,47 @@ def train(cfg: DictConfig) -> float | None:
 def _fit(cfg: DictConfig) -> float | None:
     started = time.perf_counter()
     silence_library_notices()
-    objective = cfg.get("optimized_metric")
-    final_eval = final_eval_for(objective, OmegaConf.to_object(cfg.final_eval))  # checks it early
-    resume_mode(cfg.get("resume"))  # and this
-    if cfg.get("keep_freed_host_memory", False) and keep_freed_memory():
-        log.info("glibc keeps freed memory in the heap (keep_freed_host_memory=true)")
-    pl.seed_everything(cfg.seed, workers=True)
-    datamodule = TranslationDataModule(OmegaConf.to_object(cfg.data))
-    model_config = resolve_model_config(
-        cfg.model, datamodule.vocab_size, datamodule.pad_id, datamodule.max_len
-    )
-    run_config = OmegaConf.to_container(cfg, resolve=True)
-    module = TranslationModule(
-        model_config=model_config,
-        tokenizer_dir=datamodule.tokenizer_dir,
-        src_lang=datamodule.src_lang,
-        tgt_lang=datamodule.tgt_lang,
-        bos_id=datamodule.bos_id,
-        eos_id=datamodule.eos_id,
-        pad_id=datamodule.pad_id,
-        label_smoothing=cfg.label_smoothing,
-        optimizer=OmegaConf.to_container(cfg.optimizer, resolve=True),
-        scheduler=OmegaConf.to_container(cfg.scheduler, resolve=True),
-        compile=bool(cfg.compile),
-        run_config=run_config,
-    )
-    options = trainer_options(cfg.trainer)
-    loggers = build_loggers(cfg.get("logger"))
-    logged = LoggedMetrics()  # what summary.json reports: the loggers' last values and steps
-    callbacks = build_callbacks(
-        cfg.get("callbacks"),
-        options.get("enable_progress_bar", True),
-        options.get("enable_model_summary", True),
-    )
-    requeue = RequeueOnSignal(submitit_handler()) if _submitit_launcher() else None
-    trainer = pl.Trainer(
-        **{**options, "enable_model_summary": False},  # the callbacks hold the summary, if on
-        logger=[*loggers, logged],
-        callbacks=[*callbacks, requeue] if requeue else callbacks,
-        plugins=[AtomicCheckpointIO()],
-        use_distributed_sampler=False,  # the data module shards its own token-bucketed batches
-        default_root_dir=cfg.output_dir,
-    )
-    adopt_hydra_launcher(trainer)
-    ckpt_path = resume_checkpoint(cfg, callbacks)
     overrides = job_overrides()
-    hyperparameters = {**run_config, "params": module.model.num_parameters()}
+    logged = LoggedMetrics()  # what summary.json reports: the loggers' last values and steps
+    trainer, module, loggers, requeue = None, None, [], None
     status, error, final, fit_time_s = "failed", None, {}, None
     try:
+        if cfg.get("keep_freed_host_memory", False) and keep_freed_memory():
+            log.info("glibc keeps freed memory in the heap (keep_freed_host_memory=true)")
+        pl.seed_everything(cfg.seed, workers=True)
+        # every check that needs no data first: reading the corpus or training a BPE takes long
+        checked = check_config(cfg)
+        datamodule = TranslationDataModule(checked.data)
+        check_writable_outputs(cfg.output_dir, checked.callbacks)
+        ckpt_path = resume_checkpoint(cfg, checked.callbacks)
+        resume_from = read_resume_checkpoint(cfg, checked.model, ckpt_path)
+        run_config = OmegaConf.to_container(cfg, resolve=True)
+        loggers = build_run_loggers(cfg.get("logger"))
+        requeue = RequeueOnSignal(submitit_handler()) if under_submitit() else None
+        callbacks = [*checked.callbacks, requeue] if requeue else checked.callbacks
+        trainer = _build_trainer(cfg, checked, [*loggers, logged], callbacks)
+        adopt_hydra_launcher(trainer)
+        model_config = resolve_model_config(
+            cfg.model, datamodule.vocab_size, datamodule.pad_id, datamodule.max_len
+        )
+        if resume_from is not None:
+            require_checkpoint_tokenizer(resume_from, datamodule)
+        module = TranslationModule(
+            model_config=model_config,
+            tokenizer_dir=datamodule.tokenizer_dir,
+            src_lang=datamodule.src_lang,
+            tgt_lang=datamodule.tgt_lang,
+            bos_id=datamodule.bos_id,
+            eos_id=datamodule.eos_id,
+            pad_id=datamodule.pad_id,
+            label_smoothing=cfg.label_smoothing,
+            optimizer=OmegaConf.to_container(cfg.optimizer, resolve=True),
+            scheduler=OmegaConf.to_container(cfg.scheduler, resolve=True),
+            compile=bool(cfg.compile),
+            run_config=run_config,
+            tokenizer_identity=tokenizer_identity(datamodule.tokenizer),
+        )
+        hyperparameters = {**run_config, "params": module.model.num_parameters()}
         for logger in loggers:
             logger.log_hyperparams(hyperparameters)
             if overrides:  # the job's axes as config keys, for W&B's grouping views
@@ -109,9 +107,10 @@ def _fit(cfg: DictConfig) -> float | None:
         if requeue is not None and requeue.requested:
             status = "requeued"
         elif not trainer.interrupted:
-            search = OmegaConf.to_object(cfg.search)
-            final = final_evaluation(trainer, module, datamodule, final_eval, search)
-            offer_final_validation(trainer, final, final_eval)
+            final = final_evaluation(
+                trainer, module, datamodule, checked.final_eval, checked.search
+            )
+            offer_final_validation(trainer, final, checked.final_eval)
             if trainer.is_global_zero:
                 names = [name for name, value in final.items() if value is not None]
                 log_final_hyperparameters(loggers, hyperparameters, names)
@@ -124,7 +123,7 @@ def _fit(cfg: DictConfig) -> float | None:
         raise
     finally:
         finish_loggers(loggers, status == "finished")
-        if trainer.is_global_zero:
+        if _is_global_zero(trainer):
             summary = run_summary(
                 trainer,
                 module,
@@ -135,7 +134,7 @@ def _fit(cfg: DictConfig) -> float | None:
                 wall_time_s=time.perf_counter() - started,
                 fit_time_s=fit_time_s,
             )
-            write_summary(cfg.output_dir, summary)
+            _write_summary(cfg.output_dir, summary)
     log.info(
         "rank %d of %d %s at step %d; checkpoints in %s/checkpoints",
         trainer.global_rank,
@@ -147,42 +146,23 @@ def _fit(cfg: DictConfig) -> float | None:
     if status == "requeued":
         requeue.requeue()  # rank 0: submitit requeues the job and exits this process
         return None
-    return objective_value(objective, final)
+    return objective_value(cfg.get("optimized_metric"), final)
 
 
-def resume_checkpoint(cfg: DictConfig, callbacks: list[Callback]) -> str | None:
-    """The checkpoint ``fit`` starts from: ``ckpt_path`` if set; else, with ``resume=auto``, the run
-    directory's ``last.ckpt`` if one exists (a requeued or restarted job continues)."""
-    if cfg.get("ckpt_path"):
-        return str(cfg.ckpt_path)
-    if resume_mode(cfg.get("resume")) == "never":
-        return None
-    last = next((c.path for c in callbacks if isinstance(c, LastCheckpoint)), None)
-    last = last or Path(cfg.output_dir) / "checkpoints" / "last.ckpt"
-    if not last.is_file():
-        return None
-    log.info("resuming from %s (resume=auto)", last)
-    return str(last)
-
-
-def resume_mode(value: Any) -> str:
-    """``auto`` or ``never`` from ``resume`` (booleans too); null means ``auto`` under the submitit
-    launchers (``hydra/launcher=slurm|local``), whose jobs are requeued, and ``never`` otherwise."""
-    if value is None:
-        return "auto" if _submitit_launcher() else "never"
-    if isinstance(value, bool):
-        return "auto" if value else "never"
-    if value not in RESUME_MODES:
-        raise UsageError(f"resume={value} is not an option; use resume=auto or resume=never")
-    return value
-
-
-def _submitit_launcher() -> bool:
-    from hydra.core.hydra_config import HydraConfig
-
-    if not HydraConfig.initialized():
-        return False
-    return "hydra_submitit_launcher" in str(HydraConfig.get().launcher.get("_target_", ""))
+def _build_trainer(
+    cfg: DictConfig, checked: TrainConfig, loggers: list, callbacks: list[Callback]
+) -> pl.Trainer:
+    try:
+        return pl.Trainer(
+            **{**checked.trainer, "enable_model_summary": False},  # a callback holds the summary
+            logger=loggers,
+            callbacks=callbacks,
+            plugins=[AtomicCheckpointIO()],
+            use_distributed_sampler=False,  # the data module shards its token-bucketed batches
+            default_root_dir=cfg.output_dir,
+        )
+    except (MisconfigurationException, ValueError) as error:
+        raise UsageError(f"trainer: {error}") from error
 
 
 def offer_final_validation(
@@ -205,64 +185,14 @@ def offer_final_validation(
         offer_to_model_checkpoint(callback, trainer, {monitor: torch.tensor(metrics[monitor])})
 
 
-def resolve_model_config(model_cfg: Any, vocab_size: int, pad_id: int, data_max_len: int) -> dict:
-    """All ``TransformerConfig`` fields as a plain dict, vocabulary sizes and pad id from the data.
-
-    The ``model`` config leaves ``src_vocab_size``, ``tgt_vocab_size`` and ``pad_id`` unset
-    (``???``): they are the tokenizer's. A value set there must agree with it.
-    """
-    options = (
-        OmegaConf.to_container(model_cfg, resolve=True, throw_on_missing=False)
-        if OmegaConf.is_config(model_cfg)
-        else dict(model_cfg)
-    )
-    for key, value in (
-        ("src_vocab_size", vocab_size),
-        ("tgt_vocab_size", vocab_size),
-        ("pad_id", pad_id),
-    ):
-        if options.get(key) in (None, "???"):
-            options[key] = value
-        elif options[key] != value:
-            raise ValueError(
-                f"model.{key}={options[key]} but the data's tokenizer has {value}; leave "
-                f"model.{key} unset to take it from the data"
-            )
-    known = {f.name for f in fields(TransformerConfig)}
-    unknown = sorted(set(options) - known)
-    if unknown:  # a key added with +model.<key>=... that the schema does not have
-        raise ValueError(f"unknown model option(s) {unknown}; valid keys are {sorted(known)}")
-    config = TransformerConfig(**options)
-    if config.max_len < data_max_len:
-        raise ValueError(
-            f"model.max_len={config.max_len} is shorter than data.max_len={data_max_len}: the "
-            f"decoder needs a position for every target token; raise model.max_len or lower "
-            f"data.max_len"
-        )
-    return asdict(config)
+def _is_global_zero(trainer: pl.Trainer | None) -> bool:
+    """Whether this process is rank 0 (before the trainer exists: from the environment)."""
+    return trainer.is_global_zero if trainer is not None else rank_zero_only.rank == 0
 
 
-def trainer_options(trainer_cfg: Any) -> dict:
-    """``Trainer`` keyword arguments from the ``trainer`` group."""
-    options = OmegaConf.to_container(trainer_cfg, resolve=True)
-    if "use_distributed_sampler" in options:
-        raise ValueError(
-            "remove trainer.use_distributed_sampler: it is always False, because the data "
-            "module shards its token-bucketed batches across ranks itself"
-        )
-    return options
-
-
-def build_callbacks(
-    callbacks_cfg: Any, enable_progress_bar: bool = True, enable_model_summary: bool = True
-) -> list[Callback]:
-    """Instantiate every non-null entry of ``callbacks`` (progress bars and the model summary only
-    if the trainer enables them)."""
-    specs = (callbacks_cfg or {}).values()
-    # _convert_="object": the ``search`` node they take becomes a SearchOptions
-    callbacks = [instantiate(spec, _convert_="object") for spec in specs if spec is not None]
-    if not enable_progress_bar:
-        callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
-    if not enable_model_summary:
-        callbacks = [c for c in callbacks if not isinstance(c, ModelSummary)]
-    return callbacks
+def _write_summary(output_dir: str, summary: dict) -> None:
+    """Write summary.json, unless the output directory is what failed (the error says so)."""
+    try:
+        write_summary(output_dir, summary)
+    except OSError as error:
+        log.warning("could not write summary.json into %s: %s", output_dir, error)

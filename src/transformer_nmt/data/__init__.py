@@ -16,6 +16,7 @@ from transformer_nmt.data.tokenizer import (
     restore_tokenizer,
     special_ids,
     tokenizer_files,
+    tokenizer_identity,
 )
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "restore_tokenizer",
     "special_ids",
     "tokenizer_files",
+    "tokenizer_identity",
 ]
 
 

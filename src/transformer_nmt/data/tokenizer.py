@@ -25,6 +25,17 @@ _BPE_MIN_FREQUENCY = 2
 _WEIGHT_SUFFIXES = {".bin", ".safetensors", ".pt", ".h5", ".msgpack", ".onnx"}
 _MAX_EMBEDDED_BYTES = 16 << 20
 _BPE_ALPHABET_LIMIT = 1000  # rarer characters map to <unk> instead of filling the vocabulary
+# Sentences whose ids tell tokenizers apart beyond their vocabularies: case, digits, punctuation,
+# accents, Unicode forms that NFKC changes, other scripts, runs of spaces, special-token text.
+_IDENTITY_PROBES = (
+    "The quick brown fox jumps over the lazy dog.",
+    "Zwei Männer spielen Fußball im Park, 3,5 km² für 12 € (ca. 20%)!",
+    "Ça coûte 10 000 F — n'est-ce pas ? « Oui », dit-elle.",
+    "ﬁnal ｆｕｌｌｗｉｄｔｈ Ⅻ ½ x² ﬀ ſ",
+    "日本語のテキスト。 Русский текст. Ελληνικά. العربية 🙂",
+    "  two  spaces\tand a tab, UPPER lower MiXeD 0123456789",
+    "<s> </s> <pad> <unk>",
+)
 
 
 class SpecialIds(NamedTuple):
@@ -172,9 +183,24 @@ def _decoder_start_id(tokenizer_dir: str, tokenizer) -> int:
 
 
 def tokenizer_fingerprint(tokenizer) -> str:
-    """A digest of what decides the token ids a tokenizer produces."""
+    """A digest of what decides the token ids a tokenizer produces, as its serialisation: the key
+    of the encoded-split cache (see :func:`tokenizer_identity` for comparing checkpoints)."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
         return fingerprint("backend", backend.to_str())
     vocab = sorted(tokenizer.get_vocab().items())
     return fingerprint(type(tokenizer).__name__, tokenizer.name_or_path, vocab)
+
+
+def tokenizer_identity(tokenizer) -> str:
+    """Which tokenizer this is, as a model trained with it sees it: a digest of its vocabulary
+    (token → id) and of the ids it gives a fixed set of probe sentences.
+
+    A checkpoint stores it (``hyper_parameters["tokenizer_identity"]``) so that a different
+    tokenizer of the same size is refused. Unlike :func:`tokenizer_fingerprint` it depends on
+    behaviour only, not on the file layout, the library version that saved the files, where they
+    were loaded from, or truncation settings left on the tokenizer by an earlier call.
+    """
+    vocabulary = sorted(tokenizer.get_vocab().items())
+    probes = tokenizer(list(_IDENTITY_PROBES), add_special_tokens=False)["input_ids"]
+    return fingerprint("tokenizer-identity", vocabulary, probes)

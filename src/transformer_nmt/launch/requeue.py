@@ -81,3 +81,12 @@ class RequeueOnSignal(Callback):
         if self._submitit_handler is not None:
             log.info("requeueing the job after step %s", self.stopped_at)
             self._submitit_handler(self.signum, None)
+
+
+def under_submitit() -> bool:
+    """Whether this is a job of a submitit launcher (``hydra/launcher=slurm|local``)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return False
+    return "hydra_submitit_launcher" in str(HydraConfig.get().launcher.get("_target_", ""))

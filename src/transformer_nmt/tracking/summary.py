@@ -1,14 +1,14 @@
 """``summary.json``: what one run did, for ``python report.py <sweep dir>``.
 
-Keys: ``status`` (finished | interrupted | failed) and ``error``; ``overrides`` (the job's
-command-line overrides, which define it within a sweep); ``model`` (every TransformerConfig field),
-``label_smoothing``, ``warmup``, ``scheduler``, ``params``; ``steps``, ``world_size``,
-``wall_time_s`` (the whole job) and ``fit_time_s`` (``trainer.fit`` alone); ``metrics`` (the
-last value of every metric the loggers received, so the same as W&B's, TensorBoard's and
-``metrics.csv``'s last points; the final evaluation's ``val/*`` and ``test/*``: loss, nll, ppl and,
-if decoded, bleu and chrf, come last; non-finite values are null) and ``metric_steps`` (the
-global step each of those values was logged at); ``best`` (the best checkpoint's monitor, score
-and path).
+Keys: ``status`` (finished | interrupted | requeued | failed) and ``error``; ``overrides``
+(the job's command-line overrides, which define it within a sweep); ``model`` (every
+TransformerConfig field), ``label_smoothing``, ``warmup``, ``scheduler``, ``params``; ``steps``,
+``world_size``, ``wall_time_s`` (the whole job) and ``fit_time_s`` (``trainer.fit`` alone);
+``metrics`` (the last value of every metric the loggers received, so the same as W&B's,
+TensorBoard's and ``metrics.csv``'s last points; the final evaluation's ``val/*`` and ``test/*``:
+loss, nll, ppl and, if decoded, bleu and chrf, come last; non-finite values are null) and
+``metric_steps`` (the global step each of those values was logged at); ``best`` (the best
+checkpoint's monitor, score and path).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ SUMMARY_FILE = "summary.json"
 
 
 def run_summary(
-    trainer: pl.Trainer,
+    trainer: pl.Trainer | None,
     module,
     status: str,
     error: str | None = None,
@@ -40,11 +40,16 @@ def run_summary(
     wall_time_s: float | None = None,
     fit_time_s: float | None = None,
 ) -> dict:
-    """The summary of a run; ``metrics`` is the run's :class:`LoggedMetrics`."""
+    """The summary of a run; ``metrics`` is the run's :class:`LoggedMetrics`.
+
+    A run that failed before its trainer or module existed (a config error) has no trainer or
+    module: what they would tell is null.
+    """
     from lightning.pytorch.callbacks import ModelCheckpoint
 
     values, steps = (metrics.values, metrics.steps) if metrics is not None else ({}, {})
-    best = next((c for c in trainer.callbacks if isinstance(c, ModelCheckpoint)), None)
+    callbacks = [] if trainer is None else trainer.callbacks
+    best = next((c for c in callbacks if isinstance(c, ModelCheckpoint)), None)
     best_score = (
         None if best is None or best.best_model_score is None else float(best.best_model_score)
     )
@@ -52,13 +57,13 @@ def run_summary(
         "status": status,
         "error": error,
         "overrides": list(overrides or []),
-        "model": dict(module.hparams.model_config),
-        "label_smoothing": module.hparams.label_smoothing,
-        "warmup": module.schedule.warmup,
-        "scheduler": module.schedule.name,
-        "params": module.model.num_parameters(),
-        "steps": trainer.global_step,
-        "world_size": trainer.world_size,
+        "model": {} if module is None else dict(module.hparams.model_config),
+        "label_smoothing": None if module is None else module.hparams.label_smoothing,
+        "warmup": None if module is None else module.schedule.warmup,
+        "scheduler": None if module is None else module.schedule.name,
+        "params": None if module is None else module.model.num_parameters(),
+        "steps": None if trainer is None else trainer.global_step,
+        "world_size": None if trainer is None else trainer.world_size,
         "wall_time_s": _seconds(wall_time_s),
         "fit_time_s": _seconds(fit_time_s),
         "metrics": finite_metrics(values),

@@ -22,10 +22,10 @@ class TranslationModule(pl.LightningModule):
 
     Batches are the data module's dicts (``src_ids``, ``tgt_in_ids``, ``labels``). The init
     arguments are saved as hyper-parameters, so a checkpoint alone rebuilds the model
-    (``model_config``) and names its tokenizer (``tokenizer_dir``) and special ids: a plain
-    ``torch.load`` reader finds them in ``ckpt["hyper_parameters"]`` and the model's weights under
-    ``model.`` in ``ckpt["state_dict"]``. ``compile=True`` compiles the forward only, so the
-    weights keep their names.
+    (``model_config``) and names its tokenizer (``tokenizer_dir``, ``tokenizer_identity``) and
+    special ids: a plain ``torch.load`` reader finds them in ``ckpt["hyper_parameters"]`` and the
+    model's weights under ``model.`` in ``ckpt["state_dict"]``. ``compile=True`` compiles the
+    forward only, so the weights keep their names.
     """
 
     def __init__(
@@ -42,6 +42,7 @@ class TranslationModule(pl.LightningModule):
         scheduler: dict | None = None,
         compile: bool = False,
         run_config: dict | None = None,
+        tokenizer_identity: str | None = None,
     ) -> None:
         super().__init__()
         if model_config.get("pad_id") != pad_id:
