@@ -110,6 +110,8 @@ def test_model_config_errors_name_the_key_and_the_fix():
         ("scheduler.warmup=0", "scheduler: scheduler.warmup must be a positive integer, got 0"),
         ("label_smoothing=1.5", "label_smoothing must be in [0, 1), got 1.5"),
         ("callbacks.last_checkpoint.every_n_train_steps=0", "callbacks.last_checkpoint: every_n"),
+        ("optimized_metric=val/acc", "optimized_metric: optimized_metric=val/acc is not a metric"),
+        ("resume=sometimes", "resume=sometimes is not an option; use resume=auto or resume=never"),
     ],
 )
 def test_every_config_object_is_checked_before_the_data(override, error, tmp_path):
