@@ -29,7 +29,6 @@ time.
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import itertools
 import sys
@@ -41,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from competitors import SIZES, build_marian, copy_into_marian, our_config  # noqa: E402
 from timing import (  # noqa: E402
+    # noqa: E402
     DEFAULT_MULTI30K,
     dump_json,
     interleaved,
@@ -49,6 +49,7 @@ from timing import (  # noqa: E402
     peak_memory_mib,
     print_header,
     print_table,
+    script_parser,
     tune_malloc,
 )
 
@@ -178,11 +179,7 @@ def calls(decode, batches: list[torch.Tensor]):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="\n".join(__doc__.split("\n")[4:]),
-    )
+    parser = script_parser(__doc__)
     parser.add_argument("--size", choices=list(SIZES), default="small")
     parser.add_argument(
         "--data-dir",

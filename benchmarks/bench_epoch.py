@@ -21,7 +21,6 @@ machine load. tokens/s counts target (non-pad) tokens.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -34,12 +33,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from competitors import our_config  # noqa: E402
 from timing import (  # noqa: E402
+    # noqa: E402
     DEFAULT_MULTI30K,
     Result,
     dump_json,
     load_average,
     multi30k,
     print_header,
+    script_parser,
     tune_malloc,
 )
 
@@ -78,11 +79,7 @@ def training_step(model: Transformer, pad_id: int):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="\n".join(__doc__.split("\n")[4:]),
-    )
+    parser = script_parser(__doc__)
     parser.add_argument(
         "--data-dir",
         default=DEFAULT_MULTI30K,

@@ -11,7 +11,6 @@ reuse that cache. Each row gives the wall-clock seconds and the load average bef
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import subprocess
@@ -20,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from timing import DEFAULT_MULTI30K, REPO_ROOT, load_average, print_header
+from timing import DEFAULT_MULTI30K, REPO_ROOT, load_average, print_header, script_parser
 
 
 def timed(command: list[str], env: dict[str, str], stdin: str = "") -> tuple[float, str, str]:
@@ -37,7 +36,7 @@ def timed(command: list[str], env: dict[str, str], stdin: str = "") -> tuple[flo
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = script_parser(__doc__)
     parser.add_argument("--data-dir", default=DEFAULT_MULTI30K, help="Multi30k directory")
     parser.add_argument("--repeats", type=int, default=3, help="runs with the cache warm")
     parser.add_argument("--threads", default="1", help="OMP_NUM_THREADS, 1 as in the README")

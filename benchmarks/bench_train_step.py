@@ -34,6 +34,7 @@ from competitors import (  # noqa: E402
     our_config,
 )
 from timing import (  # noqa: E402
+    # noqa: E402
     DEFAULT_MULTI30K,
     dump_json,
     interleaved,
@@ -42,6 +43,7 @@ from timing import (  # noqa: E402
     peak_memory_mib,
     print_header,
     print_table,
+    script_parser,
     tune_malloc,
 )
 
@@ -145,11 +147,7 @@ def profile_competitors(runs: dict, rows: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="\n".join(__doc__.split("\n")[4:]),
-    )
+    parser = script_parser(__doc__)
     parser.add_argument("--sizes", nargs="+", choices=list(SIZES), default=["small", "base"])
     parser.add_argument(
         "--data-dir",

@@ -10,6 +10,7 @@ rounds ignores the odd round that a neighbour's job slowed down.
 
 from __future__ import annotations
 
+import argparse
 import gc
 import json
 import os
@@ -30,6 +31,17 @@ import torch
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # Multi30k task 1 ({train,val,test_2016_flickr}.{en,de}.gz): $MULTI30K_DIR, else data/multi30k
 DEFAULT_MULTI30K = os.environ.get("MULTI30K_DIR", str(REPO_ROOT / "data" / "multi30k"))
+
+
+def script_parser(doc: str) -> argparse.ArgumentParser:
+    """The argument parser of a benchmark script whose docstring is a title line, a usage block
+    and the explanation: ``--help`` shows the title and, after the options, the explanation."""
+    title, _usage, explanation = (doc.split("\n\n", 2) + ["", ""])[:3]
+    return argparse.ArgumentParser(
+        description=title,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=explanation,
+    )
 
 
 @dataclass

@@ -5,23 +5,34 @@ A file is written into a temporary file in the target's own directory (so the fi
 crosses a filesystem), flushed and fsynced, then ``os.replace``-d over the target; the directory
 is fsynced so the rename itself survives a crash. A directory (a cache entry) is built under a
 temporary name beside its final path, marked ``COMPLETE`` and then renamed into place; readers
-trust only entries that carry the marker.
+trust only entries that carry the marker. Builders of one entry take turns under a POSIX lock
+(``fcntl.lockf``, which NFS supports), so processes and hosts sharing a cache build it once.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import json
+import logging
 import os
 import shutil
+import socket
 import tempfile
+import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
+log = logging.getLogger(__name__)
+
 COMPLETE_MARKER = "COMPLETE"
+_BUILD_PREFIX = ".tmp-"
+# POSIX locks belong to a process, so threads of one process take turns on a lock of their own
+_THREAD_LOCKS: dict[str, threading.Lock] = {}
+_THREAD_LOCKS_GUARD = threading.Lock()
 
 
 def write_file_atomically(path: Path | str, write: Callable[[IO], None], binary: bool) -> Path:
@@ -86,20 +97,81 @@ def build_directory_atomically(
     ``build`` writes its files into an empty temporary directory beside ``entry``; the
     ``COMPLETE`` marker (holding ``info`` as JSON) is added afterwards and the directory is
     renamed into place. If ``build`` raises, the temporary directory is removed and nothing is
-    published. When two processes build the same entry at once, the first rename wins and the
-    other copy is discarded.
+    published. The build runs under the entry's lock (:func:`exclusive_lock`): a second process
+    that wants the same entry waits for the first and then uses its result, and the temporary
+    directories of builders that were killed (they no longer hold the lock) are removed.
     """
     if is_complete(entry):
         return entry
-    entry.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=entry.parent))
-    try:
-        build(tmp)
-        (tmp / COMPLETE_MARKER).write_text(json.dumps(info or {}, indent=2, default=str))
-        _publish(tmp, entry)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with exclusive_lock(lock_path(entry), f"{entry}") as locked:
+        if is_complete(entry):  # built by the process we waited for
+            return entry
+        if locked:
+            remove_stale_build_directories(entry)
+        tmp = Path(tempfile.mkdtemp(prefix=f"{_BUILD_PREFIX}{entry.name}-", dir=entry.parent))
+        try:
+            build(tmp)
+            (tmp / COMPLETE_MARKER).write_text(json.dumps(info or {}, indent=2, default=str))
+            _publish(tmp, entry)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return entry
+
+
+def lock_path(entry: Path) -> Path:
+    """The lock file that builders of ``entry`` take turns on (kept: removing it would race)."""
+    return entry.parent / f".{entry.name}.lock"
+
+
+def remove_stale_build_directories(entry: Path) -> None:
+    """Delete the temporary directories of builders of ``entry`` that were killed mid-build.
+
+    Call it only while holding the entry's lock: every other builder then has died.
+    """
+    for stale in entry.parent.glob(f"{_BUILD_PREFIX}{entry.name}-*"):
+        log.info("removing %s, left by a build that was killed", stale)
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: Path, what: str) -> Iterator[bool]:
+    """Hold an exclusive lock on the file ``path`` (created if missing) for the block.
+
+    A POSIX record lock (``fcntl.lockf``): it works across hosts on NFS, and the kernel drops
+    it when the holder dies, so a killed builder never blocks the next. While another process
+    holds it, this logs who (host and pid, which the holder writes into the file) and waits.
+    Yields True, or False where the filesystem cannot lock (then it warns and goes on unlocked).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _thread_lock(path):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        try:
+            locked = _acquire(fd, path, what)
+            if locked:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{socket.gethostname()} pid {os.getpid()}\n".encode(), 0)
+            yield locked
+        finally:
+            os.close(fd)  # releases the lock
+
+
+def _acquire(fd: int, path: Path, what: str) -> bool:
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError as error:
+        if error.errno not in (errno.EACCES, errno.EAGAIN):
+            log.warning("cannot lock %s (%s): building %s without a lock", path, error, what)
+            return False
+    holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+    log.info("waiting for %s to finish building %s", holder, what)
+    fcntl.lockf(fd, fcntl.LOCK_EX)
+    return True
+
+
+def _thread_lock(path: Path) -> threading.Lock:
+    with _THREAD_LOCKS_GUARD:
+        return _THREAD_LOCKS.setdefault(str(path.resolve()), threading.Lock())
 
 
 def _publish(tmp: Path, entry: Path) -> None:

@@ -79,9 +79,8 @@ def make_dm(tiny_dir, fresh_cache_dir):
 def multi30k_dm(multi30k_dir, tmp_path_factory) -> TranslationDataModule:
     """Multi30k with an 8000-type BPE, trained once per test session."""
     dm = TranslationDataModule(
-        source="text_files",
+        source="multi30k",
         data_dir=str(multi30k_dir),
-        splits={"test": "test_2016_flickr"},
         vocab_size=8000,
         max_tokens=4096,
         cache_dir=str(tmp_path_factory.mktemp("multi30k_cache")),

@@ -1,5 +1,6 @@
 """Token-bucket batching, DDP sharding, epochs and resume, also inside a Lightning Trainer."""
 
+import gc
 from types import SimpleNamespace
 
 import lightning.pytorch as pl
@@ -10,6 +11,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 
 from transformer_nmt.data import ResumableDataLoader, TokenBucketBatchSampler, padding_fraction
+from transformer_nmt.data.bucketing import SharingDataLoader
 
 
 @pytest.fixture
@@ -223,6 +225,24 @@ def test_datamodule_hparams_do_not_clash_with_model_hparams_in_loggers(make_dm, 
 def test_fixed_batch_size_mode_in_the_datamodule(make_dm):
     dm = make_dm(max_tokens=None, batch_size=16)
     sizes = sorted(len(b["ids"]) for b in dm.train_dataloader())
-    assert sizes == [15] + [16] * 14  # 239 training examples
+    assert sizes == [14] + [16] * 14  # 238 training examples: no empty or over-long pair
     val_ids = [i for b in dm.val_dataloader() for i in b["ids"].tolist()]
     assert val_ids == list(range(30))
+
+
+def _freeze_count_in_worker(examples):
+    return gc.get_freeze_count()
+
+
+@pytest.mark.slow
+def test_forked_workers_keep_the_parents_objects_frozen_and_yield_the_same_batches():
+    lengths = np.random.default_rng(0).integers(1, 30, 400)
+    sampler = TokenBucketBatchSampler(lengths, max_tokens=300, seed=1)
+    dataset = list(range(400))
+    with_workers = SharingDataLoader(
+        dataset, batch_sampler=sampler, num_workers=2, collate_fn=_freeze_count_in_worker
+    )
+    assert all(count > 0 for count in with_workers)  # the workers' collector skips them
+    assert gc.get_freeze_count() == 0  # this process collects its objects again
+    plain = SharingDataLoader(dataset, batch_sampler=sampler, num_workers=2, collate_fn=list)
+    assert [list(b) for b in plain] == [list(b) for b in sampler]

@@ -7,7 +7,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from tests.helpers.hydra_config import compose_config
-from transformer_nmt.data import DataConfig, TranslationDataModule
+from transformer_nmt.data import DataConfig, DataError, TranslationDataModule
 
 
 def compose_data(option: str, *overrides: str):
@@ -30,6 +30,16 @@ def test_every_option_is_the_schema_plus_its_changes(option, monkeypatch, tmp_pa
         assert dm.data_files["validation"] == str(tmp_path / "wmt16" / "validation.jsonl")
     if option == "wmt16":
         assert OmegaConf.to_object(data) == DataConfig(seed=0)  # the schema's defaults
+
+
+def test_multi30k_without_a_directory_is_downloaded_into_the_cache(monkeypatch, tmp_path):
+    monkeypatch.delenv("MULTI30K_DIR", raising=False)
+    data = compose_data("multi30k", "data.splits.test=test_2018_flickr")
+    dm = TranslationDataModule(OmegaConf.to_object(data), cache_dir=str(tmp_path))
+    assert (dm.source, dm.data_dir) == ("multi30k", None)
+    assert dm.physical_splits == {"train": "train", "val": "val", "test": "test_2018_flickr"}
+    with pytest.raises(DataError, match="downloads are off"):  # the tests run offline
+        dm.raw_pairs("test")
 
 
 def test_an_unknown_or_mistyped_data_option_is_refused_at_composition():

@@ -1,12 +1,13 @@
 """Examples and batches: special-token placement, truncation, empty pairs, the encoded cache."""
 
+import gzip
 import logging
 
 import pytest
 import torch
 
 from tests.helpers.corpus import EMPTY_PAIR_INDEX, LONG_PAIR_INDEX, write_lines
-from transformer_nmt.data import encoding
+from transformer_nmt.data import DataError, encoding
 from transformer_nmt.data.encoding import encode_texts
 
 
@@ -28,23 +29,54 @@ def test_bos_eos_pad_placement(make_dm):
         assert batch["labels"][row].tolist() == tgt + [dm.eos_id] + [dm.pad_id] * tgt_pad
 
 
-def test_truncation_and_empty_pairs_are_counted_and_logged_once(make_dm, caplog):
+def test_overlong_and_empty_training_pairs_are_dropped_counted_and_logged_once(make_dm, caplog):
     dm = make_dm(max_len=32)
     with caplog.at_level(logging.INFO, logger="transformer_nmt.data"):
         dm.setup("fit")
         dm.setup("fit")
     stats = dm.datasets["train"].stats
-    assert (stats.pairs, stats.examples, stats.dropped_empty) == (240, 239, 1)
-    assert (stats.truncated_src, stats.truncated_tgt) == (1, 1)
+    assert (stats.pairs, stats.examples, stats.dropped_empty, stats.dropped_overlong) == (
+        240,
+        238,
+        1,
+        1,
+    )
+    assert (stats.truncated_src, stats.truncated_tgt) == (0, 0)
     train_logs = [r.getMessage() for r in caplog.records if r.getMessage().startswith("train:")]
     assert len(train_logs) == 1
-    assert (
-        "dropped 1 pairs" in train_logs[0] and "truncated 1 sources and 1 targets" in train_logs[0]
-    )
+    assert "dropped 1 pairs with an empty side" in train_logs[0]
+    assert "dropped 1 pairs with a side longer than max_len=32" in train_logs[0]
     examples = dm.datasets["train"]
     assert EMPTY_PAIR_INDEX not in examples.example_ids
+    assert LONG_PAIR_INDEX not in examples.example_ids
+    assert examples.lengths.max() <= 32
+
+
+def test_overlong_truncate_keeps_the_pair_cut_to_max_len(make_dm, caplog):
+    dm = make_dm(max_len=32, overlong="truncate")
+    with caplog.at_level(logging.INFO, logger="transformer_nmt.data"):
+        dm.setup("fit")
+    stats = dm.datasets["train"].stats
+    assert (stats.examples, stats.dropped_overlong) == (239, 0)
+    assert (stats.truncated_src, stats.truncated_tgt) == (1, 1)
+    assert any("truncated 1 sources and 1 targets" in r.getMessage() for r in caplog.records)
+    examples = dm.datasets["train"]
     long_row = list(examples.example_ids).index(LONG_PAIR_INDEX)
     assert examples.src_lengths[long_row] == examples.tgt_lengths[long_row] == 32
+    _, src, tgt = examples[long_row]
+    assert len(src) == len(tgt) == 31  # + EOS (source), BOS/EOS (target) = max_len
+
+
+def test_evaluation_splits_keep_overlong_pairs_truncated(make_dm, tiny_dir, tiny_pairs):
+    pairs = list(tiny_pairs["val"])
+    pairs[4] = tiny_pairs["train"][LONG_PAIR_INDEX]
+    write_lines(tiny_dir / "val.en", [en for en, _ in pairs])
+    write_lines(tiny_dir / "val.de", [de for _, de in pairs])
+    dm = make_dm(max_len=32)  # overlong=drop applies to training pairs only
+    dm.setup("validate")
+    stats = dm.datasets["val"].stats
+    assert (stats.examples, stats.dropped_overlong, stats.truncated_src) == (30, 0, 1)
+    assert dm.datasets["val"].src_lengths[4] == 32
 
 
 def test_no_side_longer_than_max_len(make_dm):
@@ -70,19 +102,22 @@ def test_encoded_splits_are_cached_across_runs(make_dm, monkeypatch):
     def no_encoding(*args, **kwargs):
         raise AssertionError("a split was re-encoded despite the cache")
 
-    monkeypatch.setattr(encoding, "encode_to_arrays", no_encoding)
-    dm = make_dm(max_len=16)  # truncation is applied on top of the cache
+    monkeypatch.setattr(encoding, "encode_split", no_encoding)
+    dm = make_dm(max_len=16, overlong="truncate")  # the max_len policy applies on top of the cache
     dm.setup(None)
     assert len(dm.datasets["test"]) == 25
     assert dm.datasets["train"].stats.truncated_src > 1
 
 
-def test_encode_source_and_decode(make_dm, tiny_pairs):
+def test_encode_source_truncates_with_a_count_and_decode(make_dm, tiny_pairs, caplog):
     dm = make_dm(max_len=6)
     en, de = tiny_pairs["train"][0]
-    encoded = dm.encode_source([en, tiny_pairs["train"][LONG_PAIR_INDEX][0]])
+    long_en = tiny_pairs["train"][LONG_PAIR_INDEX][0]
+    with caplog.at_level(logging.WARNING, logger="transformer_nmt.data"):
+        encoded = dm.encode_source([en, long_en, long_en])
     assert encoded[0] == encode_texts(dm.tokenizer, [en])[0] + [dm.eos_id]
     assert len(encoded[1]) == 6 and encoded[1][-1] == dm.eos_id
+    assert "2 of 3 source sentences are longer than max_len=6" in caplog.text
     target = encode_texts(dm.tokenizer, [de], target=True)[0]
     assert dm.decode(torch.tensor([dm.bos_id, *target, dm.eos_id, 5, 6])) == de
 
@@ -90,3 +125,44 @@ def test_encode_source_and_decode(make_dm, tiny_pairs):
 def test_setup_rejects_unknown_stage(make_dm):
     with pytest.raises(ValueError, match="unknown stage"):
         make_dm().setup("tune")
+
+
+def test_empty_training_file_is_an_error_naming_it_and_nothing_is_cached(
+    make_dm, tiny_dir, fresh_cache_dir
+):
+    for lang in ("en", "de"):
+        (tiny_dir / f"train.{lang}.gz").write_bytes(gzip.compress(b""))
+    with pytest.raises(DataError, match="holds only 0 sentence pairs") as error:
+        make_dm().setup("fit")
+    message = str(error.value)
+    assert str(tiny_dir / "train.en.gz") in message and "data.min_train_pairs=100" in message
+    assert not any(p.name.startswith("bpe") for p in (fresh_cache_dir / "tokenizers").iterdir())
+
+
+def test_too_few_usable_training_pairs_is_an_error_with_the_counts(make_dm):
+    with pytest.raises(DataError, match="holds only 238 usable pairs") as error:
+        make_dm(min_train_pairs=239).setup("fit")
+    assert "240 read, 1 with an empty side and 1 over max_len=32" in str(error.value)
+    assert len(make_dm(min_train_pairs=238).train_dataloader()) > 0
+
+
+def test_vocabulary_far_below_vocab_size_is_a_warning_naming_both(make_dm, caplog):
+    with caplog.at_level(logging.WARNING, logger="transformer_nmt.data"):
+        dm = make_dm(vocab_size=5000)
+        size = dm.vocab_size
+    assert f"the joint BPE has {size} types, far below data.vocab_size=5000" in caplog.text
+
+
+def test_batched_fetch_pads_like_one_example_at_a_time(make_dm, tiny_dir, tiny_pairs):
+    targets = [de for _, de in tiny_pairs["val"]]
+    targets[3] = ""  # an empty side, kept in validation
+    write_lines(tiny_dir / "val.de", targets)
+    dm = make_dm(max_len=8, overlong="truncate")  # many truncated sides
+    dm.setup(None)
+    for split, indices in (("train", [5, LONG_PAIR_INDEX, 0, 17]), ("val", [3, 1, 2])):
+        examples = dm.datasets[split]
+        batched = dm.collator(examples.__getitems__(indices))
+        one_by_one = dm.collator([examples[i] for i in indices])
+        assert batched.keys() == one_by_one.keys()
+        for key, tensor in batched.items():
+            assert torch.equal(tensor, one_by_one[key]), (split, key)

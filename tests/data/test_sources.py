@@ -1,13 +1,15 @@
 """Reading the three kinds of source, and the errors for data that cannot be used."""
 
+import gzip
 import json
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from tests.helpers.corpus import write_lines
-from transformer_nmt.data import DataError, TranslationDataModule
+from transformer_nmt.data import DataError, TranslationDataModule, sources
 from transformer_nmt.data.sources import open_text_files_split, read_lines
 
 
@@ -76,7 +78,7 @@ def test_wmt16_jsonl_goes_through_datasets(wmt16_jsonl, tiny_pairs, fresh_cache_
     assert dm.raw_pairs("train") == tiny_pairs["train"][:120]
     assert dm.raw_pairs("val") == tiny_pairs["val"]
     assert dm.raw_pairs("test") == tiny_pairs["test"]
-    assert len(dm.datasets["train"]) == 119  # the half-empty pair is dropped
+    assert len(dm.datasets["train"]) == 118  # the half-empty and the over-long pair are dropped
     batch = next(iter(dm.train_dataloader()))
     assert batch["src_ids"].shape[0] == batch["labels"].shape[0] > 0
 
@@ -160,8 +162,79 @@ def test_hub_without_network_or_cache_says_how_to_use_local_data(
         ({"max_tokens": None, "batch_size": None}, "set max_tokens"),
         ({"max_tokens": 100, "max_len": 256}, "at least max_len"),
         ({"splits": {"dev": "val"}}, "unknown logical split"),
+        ({"overlong": "cut"}, "unknown overlong='cut'"),
+        ({"bpe_sample_pairs": 0}, "bpe_sample_pairs=0"),
+        ({"min_train_pairs": -1}, "min_train_pairs=-1"),
     ],
 )
 def test_bad_options_fail_at_construction(options, fragment):
     with pytest.raises(DataError, match=fragment):
         TranslationDataModule(**options)
+
+
+def _gzip_lines(lines: list[str]) -> bytes:
+    return gzip.compress("".join(f"{line}\n" for line in lines).encode())
+
+
+@pytest.mark.parametrize("damage", ["truncated", "bad CRC", "not gzip"])
+def test_corrupt_gzip_names_file_and_line_in_training_and_evaluation(
+    make_dm, tiny_dir, tiny_pairs, damage
+):
+    lines = [de for _, de in tiny_pairs["train"]]
+    data = _gzip_lines(lines)
+    if damage == "truncated":
+        data = data[: len(data) // 2]
+    elif damage == "bad CRC":
+        data = data[:-8] + bytes([data[-8] ^ 0xFF]) + data[-7:]
+    else:
+        data = b"plain text, not gzip\n" * 10
+    path = tiny_dir / "train.de.gz"
+    path.write_bytes(data)
+    with pytest.raises(DataError, match="truncated or corrupt") as error:
+        make_dm().setup("fit")
+    assert f"cannot read {path} past line" in str(error.value)
+    (tiny_dir / "test.de").unlink()
+    (tiny_dir / "test.de.gz").write_bytes(data)  # what evaluate.py reads
+    with pytest.raises(DataError, match=r"test\.de\.gz past line \d+"):
+        make_dm().raw_pairs("test")
+
+
+def test_non_utf8_line_is_named_in_training_and_evaluation(make_dm, tiny_dir, tiny_pairs):
+    lines = [de.encode() for _, de in tiny_pairs["val"]]
+    lines[16] = "Ein Mädchen.".encode("latin-1")
+    (tiny_dir / "val.de").write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.raises(DataError, match=r"val\.de line 17 is not UTF-8") as error:
+        make_dm().setup("fit")
+    assert "iconv" in str(error.value)
+    with pytest.raises(DataError, match=r"val\.de line 17 is not UTF-8"):
+        make_dm().raw_pairs("val")
+
+
+def test_lines_stream_in_blocks_across_chunk_borders(tmp_path, monkeypatch):
+    lines = [f"line {i} ü" for i in range(1000)]
+    path = tmp_path / "many.de.gz"
+    path.write_bytes(_gzip_lines(lines))
+    monkeypatch.setattr(sources, "_READ_BYTES", 7)  # blocks end inside lines and characters
+    assert read_lines(path) == lines
+    split = open_text_files_split(tmp_path, "many", "de", "de")
+    assert [len(src) for src, _ in split.chunks(300)] == [300, 300, 300, 100]
+
+
+def _pairs(chunks) -> list[tuple[str, str]]:
+    return [pair for src, tgt in chunks for pair in zip(src, tgt, strict=True)]
+
+
+@pytest.mark.parametrize("source", ["text_files", "wmt16_files"])
+def test_a_sample_is_uniform_reproducible_and_in_corpus_order(
+    source, tiny_dir, wmt16_jsonl, tiny_pairs, monkeypatch
+):
+    if source == "text_files":
+        split = open_text_files_split(tiny_dir, "train", "en", "de")
+    else:
+        split = sources.open_files_split(wmt16_jsonl, "train", "en", "de")
+    monkeypatch.setattr(sources, "CHUNK_PAIRS", 64)
+    assert split.count_pairs() == 240
+    chosen = np.sort(np.random.default_rng(3).choice(240, size=100, replace=False))
+    sample = _pairs(split.sample_chunks(100, seed=3))
+    assert sample == [tiny_pairs["train"][i] for i in chosen]
+    assert _pairs(split.sample_chunks(240)) == tiny_pairs["train"]

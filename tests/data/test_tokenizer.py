@@ -1,15 +1,19 @@
 """BPE training and caching, pretrained (Marian-style) loading, special ids."""
 
 import json
+import unicodedata
 from pathlib import Path
 
+import numpy as np
 import pytest
 from transformers import AutoTokenizer, MarianConfig, PreTrainedTokenizerFast
 
+from tests.helpers.vocabulary import words_fused_with_punctuation
 from transformer_nmt.atomic import COMPLETE_MARKER, build_directory_atomically, is_complete
-from transformer_nmt.data import DataError, load_tokenizer, special_ids
+from transformer_nmt.data import DataError, load_tokenizer, sources, special_ids
 from transformer_nmt.data import tokenizer as tokenizer_module
-from transformer_nmt.data.encoding import encode_texts, encode_to_arrays
+from transformer_nmt.data.encoding import EncodedSplit, encode_split, encode_texts
+from transformer_nmt.data.tokenizer import train_bpe
 
 
 def test_bpe_round_trip_specials_and_reload(make_dm, tiny_pairs):
@@ -47,11 +51,11 @@ def test_second_run_reuses_cached_bpe(make_dm, monkeypatch):
         make_dm(vocab_size=150).tokenizer  # noqa: B018 - another vocabulary size is another key
 
 
-def test_leftover_temp_dir_ignored_and_incomplete_entry_rebuilt(make_dm):
+def test_killed_builders_temp_dir_removed_and_incomplete_entry_rebuilt(make_dm):
     entry = make_dm().tokenizer_dir
     entry_path = Path(entry)
-    # a crashed writer's temp dir, and an entry that lost its marker (e.g. copied by hand)
-    junk = entry_path.parent / f".tmp-{entry_path.name}-crashed"
+    # a killed builder's temp dir, and an entry that lost its marker (e.g. copied by hand)
+    junk = entry_path.parent / f".tmp-{entry_path.name}-killed"
     junk.mkdir()
     (junk / "tokenizer.json").write_text("{half a tokeni")
     (entry_path / COMPLETE_MARKER).unlink()
@@ -59,6 +63,7 @@ def test_leftover_temp_dir_ignored_and_incomplete_entry_rebuilt(make_dm):
     dm = make_dm()
     assert dm.tokenizer_dir == entry
     assert is_complete(entry_path)
+    assert not junk.exists()
     assert json.loads((entry_path / "tokenizer.json").read_text())["model"]["type"] == "BPE"
     assert dm.vocab_size > 4
 
@@ -73,7 +78,7 @@ def test_failed_build_publishes_nothing(tmp_path):
     with pytest.raises(RuntimeError, match="mid-write"):
         build_directory_atomically(entry, crash)
     assert not entry.exists()
-    assert list((tmp_path / "entries").iterdir()) == []
+    assert [p.name for p in (tmp_path / "entries").iterdir()] == [".thing.lock"]
 
 
 @pytest.fixture
@@ -123,13 +128,55 @@ def test_fast_path_matches_transformers_call(make_dm, tiny_pairs):
     assert encode_texts(tokenizer, texts, target=True) == expected
 
 
-def test_process_pool_encoding_matches_serial(make_dm, tiny_pairs, monkeypatch):
-    from transformer_nmt.data import encoding
+class PythonTokenizer:
+    """A tokenizer without a Rust backend, like a slow (sentencepiece) one: encoded in a pool."""
 
+    def __init__(self, fast) -> None:
+        self.fast = fast
+
+    def __len__(self) -> int:
+        return len(self.fast)
+
+    def __call__(self, **texts_and_options):
+        return self.fast(**texts_and_options)
+
+
+def test_process_pool_encoding_matches_serial(make_dm, tmp_path, monkeypatch):
+    dm = make_dm()
+    train = dm._split("train")
+    encode_split(train, dm.tokenizer, tmp_path)
+    serial = EncodedSplit.load(tmp_path)
+    monkeypatch.setattr(sources, "CHUNK_PAIRS", 50)  # 5 chunks, encoded 2 at a time
+    pooled_dir = tmp_path / "pooled"
+    pooled_dir.mkdir()
+    done = encode_split(train, PythonTokenizer(dm.tokenizer), pooled_dir, num_proc=2)
+    pooled = EncodedSplit.load(pooled_dir)
+    assert done["pairs"] == len(serial) == 240
+    for name in EncodedSplit._FILES:
+        assert np.array_equal(getattr(pooled, name), getattr(serial, name)), name
+    assert serial.src_tokens.dtype == np.uint16
+
+
+TRICKY = [
+    '"Hello," she said -- (twice)... „Hallo“, sagte sie.',
+    "U.S.-based e-mail: a@b.de, 3.5% of $1,000 in 1990s; 24/7?!",
+    "Don't   stop  -  double  spaces;tabs\tand 'quotes'",
+    "ﬁne ½ ＡＢＣ",  # NFKC: fine 1⁄2 ABC
+    "...!?.",
+    "Ein Mann (im Hintergrund) fährt Fahrrad.",
+]
+
+
+def test_punctuation_and_digits_are_pre_tokenised_apart_from_words(make_dm):
     tokenizer = make_dm().tokenizer
-    texts = [en for en, _ in tiny_pairs["train"]]
-    serial_tokens, serial_offsets = encode_to_arrays(tokenizer, texts)
-    monkeypatch.setattr(encoding, "_CHUNK_SENTENCES", 50)
-    pooled_tokens, pooled_offsets = encode_to_arrays(tokenizer, texts, num_proc=2)
-    assert (pooled_tokens == serial_tokens).all() and (pooled_offsets == serial_offsets).all()
-    assert len(serial_offsets) == len(texts) + 1
+    assert words_fused_with_punctuation(tokenizer) == []  # no "▁dog." types
+    pieces = tokenizer.backend_tokenizer.pre_tokenizer.pre_tokenize_str("12 (dogs).")
+    assert [piece for piece, _ in pieces] == ["▁", "1", "2", "▁", "(", "dogs", ")", "."]
+
+
+def test_decoding_inverts_encoding_exactly_on_tricky_strings():
+    tokenizer = train_bpe([[unicodedata.normalize("NFKC", t) for t in TRICKY] * 3], 300)
+    for text in TRICKY:
+        ids = encode_texts(tokenizer, [text])[0]
+        assert tokenizer.unk_token_id not in ids
+        assert tokenizer.decode(ids) == unicodedata.normalize("NFKC", text)

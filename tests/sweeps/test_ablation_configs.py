@@ -111,7 +111,7 @@ def test_the_multi30k_base_and_command_line_values_replace_the_papers():
     assert [c.model.d_k for c in configs] == [8, 16, 32]
     for cfg in configs:
         assert (cfg.data.source, cfg.data.vocab_size, cfg.model.d_model) == (
-            "text_files",
+            "multi30k",
             8000,
             256,
         )

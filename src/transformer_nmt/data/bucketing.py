@@ -11,6 +11,7 @@ before creating the epoch's iterator) only if the *dataloader* has ``state_dict`
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 from collections.abc import Sequence
@@ -20,6 +21,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Sampler
 
+from transformer_nmt.data.encoding import ExampleBatch
+from transformer_nmt.launch.host_memory import release_free_memory
 from transformer_nmt.private_api import batches_yielded
 
 log = logging.getLogger(__name__)
@@ -184,7 +187,30 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
         return batches
 
 
-class ResumableDataLoader(DataLoader):
+class SharingDataLoader(DataLoader):
+    """A ``DataLoader`` whose forked worker processes share the main process's memory.
+
+    A forked worker shares every page of its parent until one side writes to it. Two things
+    would write: the workers' garbage collector, which marks every Python object it scans, and
+    the parent reusing heap memory it had freed (a corpus read during preparation, say), which
+    leaves the old page to the workers. So before workers are started the parent collects its
+    garbage, hands free heap pages back to the kernel, and freezes its objects
+    (``gc.freeze``), which the workers' collector then never scans.
+    """
+
+    def __iter__(self):
+        if self.num_workers == 0:
+            return super().__iter__()
+        gc.collect()
+        release_free_memory()
+        gc.freeze()
+        try:
+            return super().__iter__()
+        finally:
+            gc.unfreeze()  # in this process; the workers keep theirs frozen
+
+
+class ResumableDataLoader(SharingDataLoader):
     """A ``DataLoader`` over a :class:`TokenBucketBatchSampler` whose position can be saved.
 
     ``state_dict()`` is ``{"epoch", "batches_done", ...}`` counted in batches handed to the
@@ -234,17 +260,24 @@ class ResumableDataLoader(DataLoader):
 
 @dataclass(frozen=True)
 class PadCollator:
-    """Turn ``(id, source ids, target ids)`` examples into a padded batch.
+    """Turn ``(id, source ids, target ids)`` examples, or an :class:`ExampleBatch` of them,
+    into a padded batch.
 
     ``src_ids`` = ids + EOS, ``tgt_in_ids`` = BOS + ids, ``labels`` = ids + EOS, each padded
-    with ``pad_id`` to the longest in the batch; ``ids`` are the examples' pair ids.
+    with ``pad_id`` to the longest in the batch; ``ids`` are the examples' pair ids. An
+    :class:`ExampleBatch` (what the data module's datasets hand a DataLoader) is padded with
+    array operations alone, without a Python loop over its examples.
     """
 
     pad_id: int
     bos_id: int
     eos_id: int
 
-    def __call__(self, examples: Sequence[tuple[int, np.ndarray, np.ndarray]]) -> dict:
+    def __call__(
+        self, examples: ExampleBatch | Sequence[tuple[int, np.ndarray, np.ndarray]]
+    ) -> dict:
+        if isinstance(examples, ExampleBatch):
+            return self._pad_flat(examples)
         n = len(examples)
         src_width = max(len(src) for _, src, _ in examples) + 1
         tgt_width = max(len(tgt) for _, _, tgt in examples) + 1
@@ -264,6 +297,29 @@ class PadCollator:
             "labels": torch.from_numpy(labels),
             "ids": torch.tensor([pair for pair, _, _ in examples], dtype=torch.long),
         }
+
+    def _pad_flat(self, batch: ExampleBatch) -> dict:
+        rows = np.arange(len(batch))
+        src_ids = self._padded(batch.src_tokens, batch.src_lengths, first=0)
+        src_ids[rows, batch.src_lengths] = self.eos_id
+        tgt_in_ids = self._padded(batch.tgt_tokens, batch.tgt_lengths, first=1)
+        tgt_in_ids[:, 0] = self.bos_id
+        labels = self._padded(batch.tgt_tokens, batch.tgt_lengths, first=0)
+        labels[rows, batch.tgt_lengths] = self.eos_id
+        return {
+            "src_ids": torch.from_numpy(src_ids),
+            "tgt_in_ids": torch.from_numpy(tgt_in_ids),
+            "labels": torch.from_numpy(labels),
+            "ids": torch.from_numpy(np.asarray(batch.ids, dtype=np.int64)),
+        }
+
+    def _padded(self, tokens: np.ndarray, lengths: np.ndarray, first: int) -> np.ndarray:
+        """[B, longest + 1] of ``pad_id`` with row i's ids in columns first … first+len_i-1."""
+        width = int(lengths.max()) + 1
+        out = np.full((len(lengths), width), self.pad_id, dtype=np.int64)
+        inside = np.arange(width - 1) < lengths[:, None]  # row-major order = concatenated order
+        out[:, first : first + width - 1][inside] = tokens
+        return out
 
 
 def padding_fraction(

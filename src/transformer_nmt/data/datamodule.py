@@ -15,9 +15,16 @@ from hydra.utils import to_absolute_path
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from torch.utils.data import DataLoader
 
-from transformer_nmt.data.bucketing import PadCollator, ResumableDataLoader, TokenBucketBatchSampler
+from transformer_nmt.data import multi30k
+from transformer_nmt.data.bucketing import (
+    PadCollator,
+    ResumableDataLoader,
+    SharingDataLoader,
+    TokenBucketBatchSampler,
+)
 from transformer_nmt.data.config import DataConfig, default_cache_dir
 from transformer_nmt.data.encoding import (
+    OVERLONG_POLICIES,
     TranslationExamples,
     encode_texts,
     encoded_cache_entry,
@@ -52,11 +59,12 @@ _STAGE_SPLITS = {
     None: LOGICAL_SPLITS,
 }
 _MAX_ENCODING_PROCESSES = 8
+_FAR_BELOW_VOCAB = 0.75  # a BPE smaller than this share of data.vocab_size gets a warning
 
 
 class TranslationDataModule(pl.LightningDataModule):
-    """Parallel text from the Hub (WMT16), WMT16-schema files or a Multi30k-layout directory,
-    as configured by a :class:`~transformer_nmt.data.config.DataConfig`.
+    """Parallel text from the Hub (WMT16), WMT16-schema files, Multi30k (downloaded or local) or
+    a Multi30k-layout directory, as a :class:`~transformer_nmt.data.config.DataConfig` says.
 
     ``prepare_data`` downloads, trains/loads the tokenizer and tokenises every split into the
     cache; ``setup`` loads what its stage needs (building anything missing, so it also works
@@ -65,8 +73,9 @@ class TranslationDataModule(pl.LightningDataModule):
     hold at most ``max_tokens`` padded tokens per side (sentences x longest, at most
     ``batch_size`` sentences if that is set too) or, with ``max_tokens=None``, ``batch_size``
     shuffled sentences; under DDP every rank gets a disjoint shard of the same number of batches
-    (needs ``Trainer(use_distributed_sampler=False)``). Training pairs with an empty side are
-    dropped; validation and test keep every pair so they match their references.
+    (needs ``Trainer(use_distributed_sampler=False)``). Training pairs with an empty side, and
+    with ``overlong=drop`` those with a side over ``max_len``, are dropped; validation and test
+    keep every pair so they match their references.
     """
 
     def __init__(self, config: DataConfig | None = None, **options: Any) -> None:
@@ -170,9 +179,20 @@ class TranslationDataModule(pl.LightningDataModule):
         return PadCollator(self.pad_id, self.bos_id, self.eos_id)
 
     def encode_source(self, texts: Sequence[str]) -> list[list[int]]:
-        """Source ids + EOS, truncated to ``max_len`` like the training sources."""
+        """Source ids + EOS, truncated to ``max_len`` tokens (with a warning counting them)."""
         body = self.max_len - 1
-        return [ids[:body] + [self.eos_id] for ids in encode_texts(self.tokenizer, texts)]
+        encoded = encode_texts(self.tokenizer, texts)
+        too_long = sum(len(ids) > body for ids in encoded)
+        if too_long:
+            log.warning(
+                "%d of %d source sentences are longer than max_len=%d tokens (EOS included); "
+                "they are translated from their first %d tokens",
+                too_long,
+                len(encoded),
+                self.max_len,
+                body,
+            )
+        return [ids[:body] + [self.eos_id] for ids in encoded]
 
     def decode(self, ids: Sequence[int] | torch.Tensor) -> str:
         """Target text of ``ids``, up to the first EOS, without special tokens."""
@@ -196,8 +216,8 @@ class TranslationDataModule(pl.LightningDataModule):
         if split not in self._opened:
             physical = self.physical_splits[split]
             langs = (self.src_lang, self.tgt_lang)
-            if self.source == "text_files":
-                self._opened[split] = open_text_files_split(self.data_dir, physical, *langs)
+            if self.source in ("text_files", "multi30k"):
+                self._opened[split] = open_text_files_split(self._text_dir(), physical, *langs)
             elif self.source == "wmt16_files":
                 self._opened[split] = open_files_split(self.data_files, physical, *langs)
             else:
@@ -205,6 +225,12 @@ class TranslationDataModule(pl.LightningDataModule):
                     self.config.hub_name, self.config.hub_config, physical, *langs
                 )
         return self._opened[split]
+
+    def _text_dir(self) -> Path:
+        """The directory of ``{split}.{lang}[.gz]`` files (Multi30k: downloaded if not given)."""
+        if self.data_dir is None and self.source == "multi30k":
+            self.data_dir = multi30k.multi30k_dir(self.cache_dir)
+        return self.data_dir
 
     def _fingerprint(self, split: str) -> str:
         if split not in self._fingerprints:
@@ -218,16 +244,37 @@ class TranslationDataModule(pl.LightningDataModule):
         corpus_key = (
             self._fingerprint("train") + "|" + "-".join(sorted((self.src_lang, self.tgt_lang)))
         )
-        entry = bpe_cache_entry(self.cache_dir, corpus_key, self.config.vocab_size)
+        sample = self.config.bpe_sample_pairs
+        entry = bpe_cache_entry(self.cache_dir, corpus_key, self.config.vocab_size, sample)
 
         def training_texts():
-            src, tgt = train.read()
-            return [*src, *tgt], len(src) + len(tgt)
+            """Both sides of the (sampled) training pairs, a chunk at a time; too few: an error."""
+            pairs = 0
+            for src, tgt in train.sample_chunks(sample):
+                pairs += len(src)
+                yield src
+                yield tgt
+            if pairs < self.config.min_train_pairs:
+                raise self._too_few_pairs(train, f"{pairs} sentence pairs")
 
         tokenizer, trained = load_or_train_bpe(entry, self.config.vocab_size, training_texts)
         action = "trained" if trained else "loaded cached"
         _log_once(f"{action} joint BPE tokenizer ({len(tokenizer)} types) at {entry}")
+        if len(tokenizer) < _FAR_BELOW_VOCAB * self.config.vocab_size:
+            _warn_once(
+                f"the joint BPE has {len(tokenizer)} types, far below data.vocab_size="
+                f"{self.config.vocab_size}: the training split {train.description} has too few "
+                f"distinct words for that many; lower data.vocab_size or train on more data"
+            )
         return tokenizer, str(entry)
+
+    def _too_few_pairs(self, train: ParallelSplit, what: str) -> DataError:
+        return DataError(
+            f"the training split {train.description} holds only {what}; at least "
+            f"data.min_train_pairs={self.config.min_train_pairs} are needed to train a "
+            f"translation model. Point the data config at the full corpus (an empty or cut-off "
+            f"file, or the wrong split?), or lower data.min_train_pairs to train on it anyway"
+        )
 
     def _examples(self, split: str) -> TranslationExamples:
         if split not in self.datasets:
@@ -235,15 +282,30 @@ class TranslationDataModule(pl.LightningDataModule):
             tokenizer_key = tokenizer_fingerprint(self.tokenizer)
             entry = encoded_cache_entry(self.cache_dir, self._fingerprint(split), tokenizer_key)
             encoded, _ = load_or_encode(entry, opened, self.tokenizer, self.encoding_processes)
-            drop_empty = split == "train"
-            examples = TranslationExamples(encoded, max_len=self.max_len, drop_empty=drop_empty)
+            training = split == "train"
+            examples = TranslationExamples(
+                encoded,
+                max_len=self.max_len,
+                drop_empty=training,
+                drop_overlong=training and self.config.overlong == "drop",
+            )
             _log_once(examples.stats.describe(split, self.max_len))
+            if training and len(examples) < self.config.min_train_pairs:
+                stats = examples.stats
+                raise self._too_few_pairs(
+                    opened,
+                    f"{len(examples)} usable pairs ({stats.pairs} read, {stats.dropped_empty} "
+                    f"with an empty side and {stats.dropped_overlong} over max_len={self.max_len} "
+                    f"tokens left out)",
+                )
             self.datasets[split] = examples
+            if training:  # let go of the corpus (a memory map the preparation read through)
+                self._opened.pop(split, None)
         return self.datasets[split]
 
     def _eval_dataloader(self, split: str) -> DataLoader:
         examples = self._examples(split)
-        return DataLoader(
+        return SharingDataLoader(
             examples,
             batch_sampler=self._batch_sampler(examples, shuffle=False),
             collate_fn=self.collator,
@@ -279,6 +341,15 @@ def _check_options(config: DataConfig) -> None:
     """Every option error that needs no file or network, before any data work."""
     if config.source not in SOURCES:
         raise DataError(f"unknown source {config.source!r}; expected one of {list(SOURCES)}")
+    if config.source == "multi30k" and not config.data_dir:
+        unknown = sorted(
+            {config.train_split, *(config.splits or {}).values()} - {*multi30k.SPLITS, None}
+        )
+        if unknown:
+            raise DataError(
+                f"Multi30k has no split {unknown[0]!r}; its splits are {list(multi30k.SPLITS)}, "
+                f"e.g. data.splits.test=test_2017_flickr"
+            )
     if config.source == "text_files" and not config.data_dir:
         raise DataError(
             "source=text_files needs data_dir, a directory of {split}.{lang}[.gz] files: set "
@@ -301,6 +372,18 @@ def _check_options(config: DataConfig) -> None:
         raise DataError(f"src_lang and tgt_lang are both {config.src_lang!r}")
     if config.max_len < 2:
         raise DataError(f"max_len={config.max_len} leaves no room for a token plus BOS/EOS")
+    if config.bpe_sample_pairs is not None and config.bpe_sample_pairs < 1:
+        raise DataError(
+            f"bpe_sample_pairs={config.bpe_sample_pairs}: the BPE needs a positive number of "
+            f"sampled training pairs, or null to learn from all of them"
+        )
+    if config.min_train_pairs < 0:
+        raise DataError(f"min_train_pairs={config.min_train_pairs} must be 0 (no check) or more")
+    if config.overlong not in OVERLONG_POLICIES:
+        raise DataError(
+            f"unknown overlong={config.overlong!r}; expected one of {list(OVERLONG_POLICIES)} "
+            f"(what happens to training pairs with a side over max_len)"
+        )
     if config.max_tokens is None and config.batch_size is None:
         raise DataError("set max_tokens (token budget per batch) or batch_size")
     if config.max_tokens is not None and config.max_tokens < config.max_len:
@@ -322,3 +405,8 @@ def _absolute_data_files(data_files: Mapping | None) -> dict | None:
 @rank_zero_only
 def _log_once(message: str) -> None:
     log.info(message)
+
+
+@rank_zero_only
+def _warn_once(message: str) -> None:
+    log.warning(message)

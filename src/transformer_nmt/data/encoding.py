@@ -1,17 +1,21 @@
 """Tokenising a split once into flat id arrays, caching them, and viewing them as examples.
 
-A split is stored as ``{src,tgt}_tokens.npy`` (all ids, concatenated, without specials) and
-``{src,tgt}_offsets.npy`` (where each sentence starts), memory-mapped when loaded so DDP ranks
-share one copy. Specials, truncation to ``max_len`` and dropping of empty pairs are applied by
+A split is stored as ``{src,tgt}_tokens.npy`` (all ids, concatenated, without specials; uint16
+when the vocabulary fits, else int32) and ``{src,tgt}_offsets.npy`` (where each sentence starts),
+memory-mapped when loaded so that DDP ranks and DataLoader workers share one copy. The split is
+encoded a chunk at a time straight into those files, so memory does not grow with the corpus.
+Specials, the ``max_len`` limit (drop or truncate) and dropping of empty pairs are applied by
 :class:`TranslationExamples` on top, so the cache does not depend on those options.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import multiprocessing
-from collections.abc import Sequence
+import time
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,13 +24,15 @@ from torch.utils.data import Dataset
 
 from transformer_nmt.atomic import build_directory_atomically
 from transformer_nmt.data.fingerprints import fingerprint
-from transformer_nmt.data.sources import ParallelSplit
+from transformer_nmt.data.sources import Chunk, ParallelSplit
+from transformer_nmt.data.tokenizer import splits_at_spaces
+from transformer_nmt.data.word_table import WordTable
 
 log = logging.getLogger(__name__)
 
-ENCODING_FORMAT_VERSION = 1
-_CHUNK_SENTENCES = 20_000
-_POOL_MIN_SENTENCES = 200_000  # below this a process pool costs more than it saves
+ENCODING_FORMAT_VERSION = 2  # 2: written in chunks, uint16 ids when the vocabulary fits
+OVERLONG_POLICIES = ("drop", "truncate")
+_POOL_TOKENIZER = None  # the tokenizer of the encoding pool's forked workers
 
 
 def encode_texts(tokenizer, texts: Sequence[str], *, target: bool = False) -> list[list[int]]:
@@ -40,31 +46,119 @@ def encode_texts(tokenizer, texts: Sequence[str], *, target: bool = False) -> li
     return tokenizer(**{key: list(texts)}, add_special_tokens=False)["input_ids"]
 
 
-def encode_to_arrays(
-    tokenizer, texts: Sequence[str], *, target: bool = False, num_proc: int = 1
-) -> tuple[np.ndarray, np.ndarray]:
-    """Encode ``texts`` in chunks into (flat int32 token ids, int64 offsets of length n+1).
+def token_dtype(vocab_size: int) -> np.dtype:
+    """The smallest id type of the cache that holds ``vocab_size`` ids."""
+    return np.dtype(np.uint16 if vocab_size <= 1 << 16 else np.int32)
 
-    With ``num_proc > 1`` the chunks are encoded in a process pool; this helps slow (Python)
-    tokenizers on large corpora, fast tokenizers already run multi-threaded.
+
+class NpyWriter:
+    """A 1-D ``.npy`` file written a block at a time (``with NpyWriter(...) as w: w.append(a)``);
+    the header's length is set when the block ends without an error."""
+
+    def __init__(self, path: Path, dtype: np.dtype) -> None:
+        self.path, self.dtype, self.length = path, np.dtype(dtype), 0
+        self.handle = open(path, "wb")  # noqa: SIM115 - closed by __exit__
+        self._write_header()
+        self.header_bytes = self.handle.tell()
+
+    def __enter__(self) -> NpyWriter:
+        return self
+
+    def append(self, array: np.ndarray) -> None:
+        self.handle.write(memoryview(np.ascontiguousarray(array, dtype=self.dtype)))
+        self.length += len(array)
+
+    def __exit__(self, error_type, *_) -> None:
+        with self.handle:
+            if error_type is None:
+                self.handle.seek(0)
+                self._write_header()
+                if self.handle.tell() != self.header_bytes:  # only past 10^20 ids
+                    raise RuntimeError(f"the .npy header of {self.path} changed size")
+
+    def _write_header(self) -> None:
+        header = {
+            "descr": np.lib.format.dtype_to_descr(self.dtype),
+            "fortran_order": False,
+            "shape": (self.length,),
+        }
+        np.lib.format.write_array_header_1_0(self.handle, header)
+
+
+def encode_split(split: ParallelSplit, tokenizer, directory: Path, num_proc: int = 1) -> dict:
+    """Encode ``split`` chunk by chunk into the four arrays of :class:`EncodedSplit` in
+    ``directory``; returns what it did (``pairs``, ``encode_s``, ``write_s``).
+
+    This package's BPE encodes each distinct word once (:class:`WordTable`); with
+    ``num_proc > 1`` a slow (Python) tokenizer encodes ``num_proc`` chunks at a time in a
+    process pool; other fast tokenizers are multi-threaded already.
     """
-    chunks = [texts[i : i + _CHUNK_SENTENCES] for i in range(0, len(texts), _CHUNK_SENTENCES)]
-    if num_proc > 1 and len(chunks) > 1:
+    started = time.perf_counter()
+    dtype = token_dtype(len(tokenizer))
+    limit = np.iinfo(dtype).max
+    writing = 0.0
+    lengths: dict[str, list[np.ndarray]] = {"src": [], "tgt": []}
+    with contextlib.ExitStack() as files:
+        writers = {
+            side: files.enter_context(NpyWriter(directory / f"{side}_tokens.npy", dtype))
+            for side in lengths
+        }
+        for encoded_chunk in _encoded_chunks(tokenizer, split.chunks(), num_proc):
+            for side, (ids, chunk_lengths) in zip(lengths, encoded_chunk, strict=True):
+                if ids.size and ids.max() > limit:
+                    raise ValueError(f"token id {ids.max()} does not fit the cache's {dtype}")
+                tick = time.perf_counter()
+                writers[side].append(ids)
+                writing += time.perf_counter() - tick
+                lengths[side].append(chunk_lengths)
+        tick = time.perf_counter()
+    for side, side_lengths in lengths.items():
+        counts = np.concatenate(side_lengths or [np.zeros(0, np.int64)])
+        offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        np.save(directory / f"{side}_offsets.npy", offsets)
+    writing += time.perf_counter() - tick
+    pairs = len(offsets) - 1
+    return {"pairs": pairs, "encode_s": time.perf_counter() - started, "write_s": writing}
+
+
+def _encoded_chunks(tokenizer, chunks: Iterable[Chunk], num_proc: int) -> Iterator[tuple]:
+    """((source ids, lengths), (target ids, lengths)) per chunk, in order."""
+    if splits_at_spaces(tokenizer):  # this package's BPE: one distinct word at a time
+        words = WordTable(tokenizer)
+        for src, tgt in chunks:
+            yield words.encode(src), words.encode(tgt)
+        return
+    chunks = iter(chunks)
+    slow = getattr(tokenizer, "backend_tokenizer", None) is None
+    head = list(itertools.islice(chunks, 2))
+    if num_proc <= 1 or not slow or len(head) < 2:
+        for src, tgt in itertools.chain(head, chunks):
+            yield _encode_chunk(tokenizer, src, tgt)
+        return
+    global _POOL_TOKENIZER
+    _POOL_TOKENIZER = tokenizer  # inherited by the forked workers, not pickled per task
+    try:
         with multiprocessing.get_context("fork").Pool(num_proc) as pool:
-            parts = pool.starmap(_encode_chunk, [(tokenizer, c, target) for c in chunks])
-    else:
-        parts = [_encode_chunk(tokenizer, c, target) for c in chunks]
-    tokens = np.concatenate([p[0] for p in parts] or [np.zeros(0, np.int32)])
-    lengths = np.concatenate([p[1] for p in parts] or [np.zeros(0, np.int64)])
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    return tokens, offsets
+            chunks = itertools.chain(head, chunks)
+            while window := list(itertools.islice(chunks, num_proc)):
+                yield from pool.starmap(_encode_chunk_in_pool, window)
+    finally:
+        _POOL_TOKENIZER = None
 
 
-def _encode_chunk(tokenizer, texts: Sequence[str], target: bool) -> tuple[np.ndarray, np.ndarray]:
-    ids = encode_texts(tokenizer, texts, target=target)
+def _encode_chunk_in_pool(src: list[str], tgt: list[str]) -> tuple:
+    return _encode_chunk(_POOL_TOKENIZER, src, tgt)
+
+
+def _encode_chunk(tokenizer, src: list[str], tgt: list[str]) -> tuple:
+    return _flat(encode_texts(tokenizer, src)), _flat(encode_texts(tokenizer, tgt, target=True))
+
+
+def _flat(ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """(all ids concatenated, int64 length of each sentence)."""
     lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-    flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int32, count=int(lengths.sum()))
+    flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
     return flat, lengths
 
 
@@ -81,10 +175,6 @@ class EncodedSplit:
 
     def __len__(self) -> int:
         return len(self.src_offsets) - 1
-
-    def save(self, directory: Path) -> None:
-        for name in self._FILES:
-            np.save(directory / f"{name}.npy", getattr(self, name))
 
     @classmethod
     def load(cls, directory: Path) -> EncodedSplit:
@@ -108,17 +198,46 @@ def load_or_encode(
 
     def build(tmp_dir: Path) -> None:
         nonlocal encoded_now
-        src, tgt = split.read()
-        slow_tokenizer = getattr(tokenizer, "backend_tokenizer", None) is None
-        procs = num_proc if slow_tokenizer and len(src) >= _POOL_MIN_SENTENCES else 1
-        src_arrays = encode_to_arrays(tokenizer, src, num_proc=procs)
-        tgt_arrays = encode_to_arrays(tokenizer, tgt, target=True, num_proc=procs)
-        EncodedSplit(*src_arrays, *tgt_arrays).save(tmp_dir)
+        done = encode_split(split, tokenizer, tmp_dir, num_proc)
         encoded_now = True
-        log.info("encoded %d pairs of %s", len(src), split.description)
+        log.info(
+            "encoded %d pairs of %s in %.1f s (writing %.1f s)",
+            done["pairs"],
+            split.description,
+            done["encode_s"],
+            done["write_s"],
+        )
 
     build_directory_atomically(entry, build, {"split": split.description})
     return EncodedSplit.load(entry), encoded_now
+
+
+@dataclass(frozen=True)
+class ExampleBatch:
+    """Examples as flat arrays: pair ids, and each side's ids concatenated with their lengths."""
+
+    ids: np.ndarray
+    src_tokens: np.ndarray
+    src_lengths: np.ndarray
+    tgt_tokens: np.ndarray
+    tgt_lengths: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def _gather(
+    tokens: np.ndarray, offsets: np.ndarray, pairs: np.ndarray, limit: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``limit`` ids of each sentence in ``pairs``, concatenated, and their counts."""
+    starts = offsets[pairs]
+    lengths = np.minimum(offsets[pairs + 1] - starts, limit)
+    ends = np.cumsum(lengths)
+    # position of every gathered id: its sentence's start + its place within the sentence
+    positions = np.arange(ends[-1] if len(ends) else 0) + np.repeat(
+        starts - (ends - lengths), lengths
+    )
+    return np.asarray(tokens[positions]), lengths
 
 
 @dataclass(frozen=True)
@@ -129,6 +248,7 @@ class SplitStats:
     examples: int
     dropped_empty: int
     kept_empty: int
+    dropped_overlong: int
     truncated_src: int
     truncated_tgt: int
 
@@ -138,23 +258,33 @@ class SplitStats:
             parts.append(f"dropped {self.dropped_empty} pairs with an empty side")
         if self.kept_empty:
             parts.append(f"kept {self.kept_empty} pairs with an empty side")
-        parts.append(
-            f"truncated {self.truncated_src} sources and {self.truncated_tgt} targets "
-            f"to max_len={max_len}"
-        )
+        if self.dropped_overlong:
+            parts.append(
+                f"dropped {self.dropped_overlong} pairs with a side longer than max_len={max_len} "
+                f"tokens (data.overlong=truncate keeps them, truncated)"
+            )
+        if self.truncated_src or self.truncated_tgt or not self.dropped_overlong:
+            parts.append(
+                f"truncated {self.truncated_src} sources and {self.truncated_tgt} targets to "
+                f"max_len={max_len}"
+            )
         return "; ".join(parts)
 
 
 class TranslationExamples(Dataset):
     """Examples of one split: ``(example_id, source ids, target ids)`` without specials.
 
-    Sides are truncated to ``max_len - 1`` ids so that with EOS (source), BOS + ids (decoder
-    input) or ids + EOS (labels) every side holds at most ``max_len`` tokens. ``example_id`` is
-    the pair's position in the split (and in ``raw_pairs``). With ``drop_empty`` pairs with an
-    empty side are left out.
+    Every side holds at most ``max_len - 1`` ids so that with EOS (source), BOS + ids (decoder
+    input) or ids + EOS (labels) it is at most ``max_len`` tokens long: with ``drop_overlong``
+    pairs with a longer side are left out, otherwise such sides are truncated. With
+    ``drop_empty`` pairs with an empty side are left out. ``example_id`` is the pair's position
+    in the split (and in ``raw_pairs``). Everything it holds is a numpy array (or a memory map),
+    so forked DataLoader workers share it instead of copying Python objects.
     """
 
-    def __init__(self, encoded: EncodedSplit, *, max_len: int, drop_empty: bool) -> None:
+    def __init__(
+        self, encoded: EncodedSplit, *, max_len: int, drop_empty: bool, drop_overlong: bool
+    ) -> None:
         if max_len < 2:
             raise ValueError(f"max_len must leave room for a token and a special, got {max_len}")
         self.encoded = encoded
@@ -162,7 +292,12 @@ class TranslationExamples(Dataset):
         src_len = np.diff(encoded.src_offsets)
         tgt_len = np.diff(encoded.tgt_offsets)
         empty = (src_len == 0) | (tgt_len == 0)
-        self.example_ids = np.flatnonzero(~empty) if drop_empty else np.arange(len(encoded))
+        overlong = (src_len > self.body_limit) | (tgt_len > self.body_limit)
+        keep = ~empty if drop_empty else np.ones(len(encoded), dtype=bool)
+        dropped_overlong = int((keep & overlong).sum()) if drop_overlong else 0
+        if drop_overlong:
+            keep &= ~overlong
+        self.example_ids = np.flatnonzero(keep)
         src_len, tgt_len = src_len[self.example_ids], tgt_len[self.example_ids]
         # lengths as batched: source + EOS, and BOS + target (= target + EOS)
         self.src_lengths = np.minimum(src_len, self.body_limit) + 1
@@ -173,6 +308,7 @@ class TranslationExamples(Dataset):
             examples=len(self.example_ids),
             dropped_empty=n_empty if drop_empty else 0,
             kept_empty=0 if drop_empty else n_empty,
+            dropped_overlong=dropped_overlong,
             truncated_src=int((src_len > self.body_limit).sum()),
             truncated_tgt=int((tgt_len > self.body_limit).sum()),
         )
@@ -184,6 +320,14 @@ class TranslationExamples(Dataset):
 
     def __len__(self) -> int:
         return len(self.example_ids)
+
+    def __getitems__(self, indices: Sequence[int]) -> ExampleBatch:
+        """Several examples at once as flat arrays (what a DataLoader fetches per batch)."""
+        pairs = self.example_ids[np.asarray(indices, dtype=np.int64)]
+        enc = self.encoded
+        src_tokens, src_lengths = _gather(enc.src_tokens, enc.src_offsets, pairs, self.body_limit)
+        tgt_tokens, tgt_lengths = _gather(enc.tgt_tokens, enc.tgt_offsets, pairs, self.body_limit)
+        return ExampleBatch(pairs, src_tokens, src_lengths, tgt_tokens, tgt_lengths)
 
     def __getitem__(self, index: int) -> tuple[int, np.ndarray, np.ndarray]:
         pair = int(self.example_ids[index])

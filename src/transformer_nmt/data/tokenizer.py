@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -20,7 +21,7 @@ from transformer_nmt.data.fingerprints import fingerprint
 log = logging.getLogger(__name__)
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
-BPE_FORMAT_VERSION = 1
+BPE_FORMAT_VERSION = 2  # 2: punctuation and digits are pre-tokenised apart from words
 _BPE_MIN_FREQUENCY = 2
 _WEIGHT_SUFFIXES = {".bin", ".safetensors", ".pt", ".h5", ".msgpack", ".onnx"}
 _MAX_EMBEDDED_BYTES = 16 << 20
@@ -51,40 +52,72 @@ def special_ids(tokenizer) -> SpecialIds:
     return SpecialIds(tokenizer.pad_token_id, tokenizer.bos_token_id, tokenizer.eos_token_id)
 
 
-def bpe_cache_entry(cache_dir: Path, corpus_fingerprint: str, vocab_size: int) -> Path:
+def bpe_cache_entry(
+    cache_dir: Path, corpus_fingerprint: str, vocab_size: int, sample_pairs: int | None
+) -> Path:
     """Where the BPE trained on a corpus (fingerprint) with these options is cached."""
-    key = fingerprint("bpe", BPE_FORMAT_VERSION, corpus_fingerprint, vocab_size)
+    key = fingerprint("bpe", BPE_FORMAT_VERSION, corpus_fingerprint, vocab_size, sample_pairs)
     return cache_dir / "tokenizers" / f"bpe{vocab_size}-{key}"
 
 
 def load_or_train_bpe(
-    entry: Path, vocab_size: int, training_texts: Callable[[], tuple[Iterable[str], int]]
+    entry: Path, vocab_size: int, training_texts: Callable[[], Iterable[list[str]]]
 ) -> tuple[object, bool]:
     """Load the cached BPE at ``entry``, training and publishing it first if needed.
 
-    ``training_texts`` returns (sentences, how many) and is only called on a cache miss.
-    Returns the tokenizer and whether it was trained by this call.
+    ``training_texts`` returns an iterable of batches of sentences (streamed, never all held at
+    once) and is only called on a cache miss; it may raise :class:`DataError` when exhausted to
+    refuse the corpus, and then nothing is published. Returns the tokenizer and whether it was
+    trained by this call (False when another process trained it while this one waited).
     """
-    trained = not is_complete(entry)
-    if trained:
+    trained = False
+    if not is_complete(entry):
 
         def build(tmp_dir: Path) -> None:
-            texts, count = training_texts()
-            train_bpe(texts, vocab_size, count).save_pretrained(tmp_dir)
+            nonlocal trained
+            started = time.perf_counter()
+            counted = _Counted(training_texts())
+            bpe = train_bpe(counted, vocab_size)
+            bpe.save_pretrained(tmp_dir)
+            trained = True
+            log.info(
+                "trained joint BPE (%d types) on %d sentences in %.1f s",
+                len(bpe),
+                counted.sentences,
+                time.perf_counter() - started,
+            )
 
         info = {"kind": "bpe", "vocab_size": vocab_size, "format": BPE_FORMAT_VERSION}
         build_directory_atomically(entry, build, info)
     return load_tokenizer(str(entry)), trained
 
 
-def train_bpe(texts: Iterable[str], vocab_size: int, count: int | None = None):
-    """Train a joint BPE (NFKC, SentencePiece-style ``▁`` word boundaries) as a fast tokenizer."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+class _Counted:
+    """Iterates over batches of sentences, counting the sentences."""
+
+    def __init__(self, batches: Iterable[list[str]]) -> None:
+        self.batches, self.sentences = batches, 0
+
+    def __iter__(self) -> Iterator[list[str]]:
+        for batch in self.batches:
+            self.sentences += len(batch)
+            yield batch
+
+
+def train_bpe(texts: Iterable[str] | Iterable[list[str]], vocab_size: int):
+    """Train a joint BPE as a fast tokenizer, streaming ``texts`` (sentences, or batches of them).
+
+    NFKC-normalised text; words are split off at spaces (SentencePiece-style ``▁`` marks a word
+    start), punctuation marks become tokens of their own and digits are split one by one, as
+    in standard NMT BPE set-ups, so that "street." and "street" share "▁street". Decoding
+    inverts this exactly (``decode(encode(s)) == NFKC(s)``) except that a literal ``▁`` in the
+    text decodes as a space, and characters outside the alphabet become ``<unk>``.
+    """
+    from tokenizers import Tokenizer, decoders, models, trainers
     from transformers import PreTrainedTokenizerFast
 
     bpe = Tokenizer(models.BPE(unk_token=UNK))
-    bpe.normalizer = normalizers.NFKC()
-    bpe.pre_tokenizer = pre_tokenizers.Metaspace()
+    bpe.normalizer, bpe.pre_tokenizer = _bpe_normalizer(), _bpe_pre_tokenizer()
     bpe.decoder = decoders.Metaspace()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -93,7 +126,7 @@ def train_bpe(texts: Iterable[str], vocab_size: int, count: int | None = None):
         special_tokens=[PAD, BOS, EOS, UNK],
         show_progress=False,
     )
-    bpe.train_from_iterator(texts, trainer, length=count)
+    bpe.train_from_iterator(texts, trainer)
     return PreTrainedTokenizerFast(
         tokenizer_object=bpe,
         pad_token=PAD,
@@ -101,6 +134,36 @@ def train_bpe(texts: Iterable[str], vocab_size: int, count: int | None = None):
         eos_token=EOS,
         unk_token=UNK,
         clean_up_tokenization_spaces=False,
+    )
+
+
+def _bpe_normalizer():
+    from tokenizers import normalizers
+
+    return normalizers.NFKC()
+
+
+def _bpe_pre_tokenizer():
+    from tokenizers import pre_tokenizers
+
+    return pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Metaspace(),  # "▁" for every space and before the first word
+            pre_tokenizers.Punctuation("isolated"),
+            pre_tokenizers.Digits(individual_digits=True),
+        ]
+    )
+
+
+def splits_at_spaces(tokenizer) -> bool:
+    """Whether ``tokenizer`` normalises and pre-tokenises as :func:`train_bpe`'s BPE does: then
+    a sentence's ids are its space-separated words' ids, one after the other."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or backend.normalizer is None or backend.pre_tokenizer is None:
+        return False
+    return (
+        backend.normalizer.__getstate__() == _bpe_normalizer().__getstate__()
+        and backend.pre_tokenizer.__getstate__() == _bpe_pre_tokenizer().__getstate__()
     )
 
 

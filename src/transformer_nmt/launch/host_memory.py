@@ -19,16 +19,27 @@ _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 
 
+def _libc():
+    name = ctypes.util.find_library("c")
+    return ctypes.CDLL(name) if name else None
+
+
+def release_free_memory() -> bool:
+    """Hand the heap's free pages back to the kernel now (``malloc_trim(0)``, whatever the trim
+    threshold); returns whether it took effect (False where the C library is not glibc)."""
+    try:
+        return bool(_libc().malloc_trim(0))
+    except (OSError, AttributeError):
+        return False
+
+
 def keep_freed_memory(mmap_threshold: int = 1 << 30, trim_threshold: int = 1 << 31) -> bool:
     """Serve blocks up to ``mmap_threshold`` bytes from the heap and give freed memory back to
     the kernel only above ``trim_threshold`` free bytes. Affects the whole process; returns
     whether it took effect (False where the C library is not glibc).
     """
-    name = ctypes.util.find_library("c")
-    if not name:
-        return False
     try:
-        mallopt = ctypes.CDLL(name).mallopt
+        mallopt = _libc().mallopt
     except (OSError, AttributeError):  # not glibc (musl, macOS, Windows)
         return False
     return bool(mallopt(_M_MMAP_THRESHOLD, mmap_threshold)) and bool(
