@@ -29,7 +29,6 @@ from competitors import (  # noqa: E402
     SIZES,
     TorchTransformerNMT,
     build_marian,
-    marian_logits,
     num_parameters,
     our_config,
 )
@@ -47,6 +46,7 @@ from timing import (  # noqa: E402
     tune_malloc,
 )
 
+from transformer_nmt.export.huggingface import hf_logits  # noqa: E402
 from transformer_nmt.model import Transformer  # noqa: E402
 
 PAD = 0
@@ -107,7 +107,7 @@ def competitors(size: str, args: argparse.Namespace, batches: list[dict]) -> dic
         "ours (sdpa)": training_step(ours_sdpa, ours_sdpa.parameters(), batches, vocab),
         "ours (manual)": training_step(ours_manual, ours_manual.parameters(), batches, vocab),
         "HF Marian (sdpa)": training_step(
-            lambda s, t: marian_logits(marian, s, t, PAD), marian.parameters(), batches, vocab
+            lambda s, t: hf_logits(marian, s, t, PAD), marian.parameters(), batches, vocab
         ),
         "nn.Transformer": training_step(torch_nmt, torch_nmt.parameters(), batches, vocab),
     }

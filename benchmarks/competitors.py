@@ -49,40 +49,19 @@ def our_config(size: str, vocab_size: int | None = None, **overrides) -> Transfo
 
 
 def marian_config(config: TransformerConfig, bos_id: int, eos_id: int):
-    """A ``MarianConfig`` of our shape: post-norm, ReLU, √d_model-scaled embeddings shared by
-    encoder, decoder and output projection, sinusoidal positions, the same dropouts.
+    """A ``MarianConfig`` of our shape (the export's, ``transformer_nmt.export.huggingface``):
+    post-norm, our activation, √d_model-scaled embeddings shared by encoder, decoder and output
+    projection, sinusoidal positions, the same dropouts.
 
     The decoder starts from our BOS (Marian's own checkpoints start from the pad id); nothing
     is forced at the last step (``forced_eos_token_id=None``), as in our search.
     """
-    from transformers import MarianConfig
+    from transformer_nmt.export.huggingface import hf_model_config
 
     per_head = config.d_model // config.n_heads
     if not config.share_all_embeddings or config.norm != "post" or config.d_k != per_head:
         raise ValueError("Marian is post-norm with one shared vocabulary and d_k = d_model / h")
-    return MarianConfig(
-        vocab_size=config.src_vocab_size,
-        d_model=config.d_model,
-        encoder_layers=config.n_encoder_layers,
-        decoder_layers=config.n_decoder_layers,
-        encoder_attention_heads=config.n_heads,
-        decoder_attention_heads=config.n_heads,
-        encoder_ffn_dim=config.d_ff,
-        decoder_ffn_dim=config.d_ff,
-        activation_function="relu",
-        scale_embedding=True,
-        dropout=config.dropout,
-        attention_dropout=config.attention_dropout,
-        activation_dropout=0.0,
-        max_position_embeddings=config.max_len,
-        pad_token_id=config.pad_id,
-        decoder_start_token_id=bos_id,
-        eos_token_id=eos_id,
-        bos_token_id=None,
-        forced_eos_token_id=None,
-        share_encoder_decoder_embeddings=True,
-        tie_word_embeddings=True,
-    )
+    return hf_model_config(config, bos_id, eos_id, config.pad_id)
 
 
 def build_marian(config: TransformerConfig, bos_id: int = 1, eos_id: int = 2, attention="sdpa"):
@@ -98,68 +77,18 @@ def build_marian(config: TransformerConfig, bos_id: int = 1, eos_id: int = 2, at
 def copy_into_marian(ours: Transformer, marian) -> None:
     """Copy our weights into ``marian`` (same shape), so that both compute the same function.
 
-    Two differences are bridged: Marian's sinusoids put every sine in the first half of the
-    vector and every cosine in the second (ours interleave them, as the paper's formula does),
-    so our table is copied into its frozen ``embed_positions``; and Marian adds a
-    ``final_logits_bias`` to the logits, which is zeroed.
+    Marian's sinusoids put every sine in the first half of the vector and every cosine in the
+    second (ours interleave them, as the paper's formula does): the weights are copied with
+    their hidden units in Marian's order, as the export does
+    (``transformer_nmt.export.hf_parameters``). Marian's ``final_logits_bias`` is zeroed.
     """
-    model = marian.model
+    from transformer_nmt.export.hf_parameters import hf_state_dict
+
     with torch.no_grad():
-        model.shared.weight.copy_(ours.encoder.embedding.weight)
-        for stack, their_stack in ((ours.encoder, model.encoder), (ours.decoder, model.decoder)):
-            their_stack.embed_positions.weight.copy_(stack.positional.encoding)
-        for layer, theirs in zip(ours.encoder.layers, model.encoder.layers, strict=True):
-            _copy_attention(layer.self_attention, theirs.self_attn)
-            theirs.self_attn_layer_norm.load_state_dict(layer.residual[0].norm.state_dict())
-            _copy_feed_forward(layer.feed_forward, theirs)
-            theirs.final_layer_norm.load_state_dict(layer.residual[1].norm.state_dict())
-        for layer, theirs in zip(ours.decoder.layers, model.decoder.layers, strict=True):
-            _copy_attention(layer.self_attention, theirs.self_attn)
-            theirs.self_attn_layer_norm.load_state_dict(layer.residual[0].norm.state_dict())
-            _copy_attention(layer.cross_attention, theirs.encoder_attn)
-            theirs.encoder_attn_layer_norm.load_state_dict(layer.residual[1].norm.state_dict())
-            _copy_feed_forward(layer.feed_forward, theirs)
-            theirs.final_layer_norm.load_state_dict(layer.residual[2].norm.state_dict())
+        marian.load_state_dict(hf_state_dict(ours), strict=False)
         marian.final_logits_bias.zero_()
-    if marian.lm_head.weight.data_ptr() != model.shared.weight.data_ptr():
+    if marian.lm_head.weight.data_ptr() != marian.model.shared.weight.data_ptr():
         raise RuntimeError("Marian's output projection is not tied to its embeddings")
-
-
-def attention_projections(attention) -> dict[str, tuple[Tensor, Tensor]]:
-    """(weight, bias) of W^Q, W^K, W^V and W^O of one of our attention modules."""
-    return {
-        "q": (attention.w_q.weight, attention.w_q.bias),
-        "k": (attention.w_k.weight, attention.w_k.bias),
-        "v": (attention.w_v.weight, attention.w_v.bias),
-        "o": (attention.w_o.weight, attention.w_o.bias),
-    }
-
-
-def _copy_attention(ours, theirs) -> None:
-    projections = attention_projections(ours)
-    for name, linear in (("q", theirs.q_proj), ("k", theirs.k_proj), ("v", theirs.v_proj)):
-        linear.weight.copy_(projections[name][0])
-        linear.bias.copy_(projections[name][1])
-    theirs.out_proj.weight.copy_(projections["o"][0])
-    theirs.out_proj.bias.copy_(projections["o"][1])
-
-
-def _copy_feed_forward(ours, theirs) -> None:
-    theirs.fc1.load_state_dict(ours.w_1.state_dict())
-    theirs.fc2.load_state_dict(ours.w_2.state_dict())
-
-
-def marian_logits(marian, src_ids: Tensor, tgt_in_ids: Tensor, pad_id: int) -> Tensor:
-    """Teacher-forced logits [B, T, V], masking source and target padding as ours does."""
-    decoder_mask = tgt_in_ids != pad_id
-    decoder_mask[:, 0] = True  # the start symbol stays visible, as in ours
-    return marian(
-        input_ids=src_ids,
-        attention_mask=src_ids != pad_id,
-        decoder_input_ids=tgt_in_ids,
-        decoder_attention_mask=decoder_mask,
-        use_cache=False,
-    ).logits
 
 
 # -- torch.nn.Transformer ------------------------------------------------------------------------

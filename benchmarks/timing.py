@@ -50,6 +50,7 @@ class Result:
 
     name: str
     seconds: list[float] = field(default_factory=list)
+    cpu_seconds: list[float] = field(default_factory=list)  # process CPU time, every thread
     tokens: int = 0  # target (non-pad) tokens processed per timed call
     peak_mib: float | None = None  # extra resident memory at the peak of one call
     note: str = ""
@@ -57,6 +58,10 @@ class Result:
     @property
     def median_s(self) -> float:
         return statistics.median(self.seconds)
+
+    @property
+    def cpu_median_s(self) -> float:
+        return statistics.median(self.cpu_seconds)
 
     @property
     def spread(self) -> tuple[float, float]:
@@ -74,10 +79,11 @@ def interleaved(
     warmup: int = 1,
     verbose: bool = True,
 ) -> dict[str, Result]:
-    """Time every competitor ``repeats`` times, in turn, after ``warmup`` untimed rounds.
+    """Time every competitor ``repeats`` times, in turn, after ``warmup`` untimed rounds: wall
+    time, and the process's CPU time (less disturbed by other jobs on a shared machine).
 
-    Round r runs the competitors rotated by r (A B C, B C A, C A B, …), so none is always
-    first after a garbage collection or always last before one.
+        Round r runs the competitors rotated by r (A B C, B C A, C A B, …), so none is always
+        first after a garbage collection or always last before one.
     """
     names = list(competitors)
     results = {name: Result(name) for name in names}
@@ -85,11 +91,12 @@ def interleaved(
         shift = round_index % len(names)
         for name in names[shift:] + names[:shift]:
             gc.collect()
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             competitors[name]()
-            elapsed = time.perf_counter() - start
+            elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
             if round_index >= warmup:
                 results[name].seconds.append(elapsed)
+                results[name].cpu_seconds.append(cpu)
         if verbose and round_index >= warmup:
             times = ", ".join(f"{n} {results[n].seconds[-1] * 1e3:.0f}" for n in names)
             print(f"  round {round_index - warmup + 1}/{repeats} (ms): {times}", file=sys.stderr)
@@ -178,31 +185,39 @@ def print_header(title: str, malloc_tuned: bool = False) -> dict:
 
 def print_table(results: Mapping[str, Result], reference: str, title: str = "") -> None:
     """A Markdown table, one row per competitor: median and range of the timed rounds,
-    tokens/s, peak MiB, and the ratio ``reference``/competitor in tokens/s (> 1: the
-    reference is faster)."""
+    tokens/s, peak MiB, the ratio competitor / ``reference`` of the median times (> 1: the
+    reference is faster), and the same by process CPU time."""
     if title:
         print(f"\n## {title}")
     ours = results[reference]
     print(
         "| competitor | median ms | min–max ms | tokens/s | peak MiB "
-        f"| {reference} ÷ it (tokens/s) | note |"
+        f"| it ÷ {reference} (time) | CPU ms | it ÷ {reference} (CPU) | note |"
     )
-    print("|---|---:|---:|---:|---:|---:|---|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for name, result in results.items():
         fastest, slowest = result.spread
         peak = f"{result.peak_mib:.0f}" if result.peak_mib is not None else "–"
         ratio = result.median_s / ours.median_s
+        cpu_ratio = result.cpu_median_s / ours.cpu_median_s
         print(
             f"| {name} | {result.median_s * 1e3:.1f} | {fastest * 1e3:.0f}–{slowest * 1e3:.0f} "
-            f"| {result.tokens_per_s:.0f} | {peak} | **{ratio:.2f}** | {result.note} |"
+            f"| {result.tokens_per_s:.0f} | {peak} | **{ratio:.2f}** "
+            f"| {result.cpu_median_s * 1e3:.0f} | {cpu_ratio:.2f} | {result.note} |"
         )
 
 
-def dump_json(path: str | None, machine: dict, tables: Mapping[str, Mapping[str, Result]]) -> None:
-    """Write the machine and every table's results to ``path`` (if given)."""
+def dump_json(
+    path: str | None,
+    machine: dict,
+    tables: Mapping[str, Mapping[str, Result]],
+    extra: dict | None = None,
+) -> None:
+    """Write the machine, every table's results and ``extra`` to ``path`` (if given)."""
     if not path:
         return
     payload = {
+        **(extra or {}),
         "machine": machine,
         "command": "python " + " ".join(sys.argv),
         "tables": {

@@ -6,7 +6,9 @@ crosses a filesystem), flushed and fsynced, then ``os.replace``-d over the targe
 is fsynced so the rename itself survives a crash. A directory (a cache entry) is built under a
 temporary name beside its final path, marked ``COMPLETE`` and then renamed into place; readers
 trust only entries that carry the marker. Builders of one entry take turns under a POSIX lock
-(``fcntl.lockf``, which NFS supports), so processes and hosts sharing a cache build it once.
+(``fcntl.lockf``, which NFS supports), so processes and hosts sharing a cache build it once. An
+output directory (an exported model) is built the same way, without the marker, and replaces an
+older one only when asked to.
 """
 
 from __future__ import annotations
@@ -186,6 +188,39 @@ def _publish(tmp: Path, entry: Path) -> None:
     except OSError:
         if not is_complete(entry):  # not a lost race with a concurrent writer
             raise
+
+
+def write_directory_atomically(
+    path: Path | str, build: Callable[[Path], None], *, overwrite: bool = False
+) -> Path:
+    """Build a directory with ``build(tmp_dir)`` beside ``path``, then rename it to ``path``.
+
+    The files are fsynced before the rename, so a reader (or a crash) sees no directory, the old
+    one or the complete new one, never a partial one. If ``build`` raises, ``path`` is untouched
+    and the temporary directory is removed. An existing ``path`` is a ``FileExistsError`` unless
+    ``overwrite``; it is then moved aside, replaced and removed. Returns ``path``.
+    """
+    path = Path(path).absolute()
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} already exists; choose another output or overwrite it")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        build(tmp)
+        for file in tmp.rglob("*"):
+            if file.is_file():
+                with open(file, "rb") as handle:
+                    os.fsync(handle.fileno())
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp's is 0700
+        old = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.old")
+        if path.exists():
+            os.rename(path, old)
+        os.rename(tmp, path)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    _fsync_directory(path.parent)
+    return path
 
 
 def _umask() -> int:

@@ -4,6 +4,8 @@
 - ``tiny_model``: ``tiny_config(**overrides)``, the one small model configuration.
 - ``reverse_task``: a task a tiny model learns in seconds, and the model trained on it.
 - ``tiny_checkpoint``: a tokenizer and checkpoint in this project's format, built offline.
+- ``toy_checkpoint``: a tiny model trained for seconds on the toy corpus, as a loaded checkpoint.
+- ``marian_folder``: a small opus-mt-like Marian / Pegasus folder, built offline.
 - ``decoding``: what the search tests share: a row without padding, counted projections.
 - ``commands``: the scripts at the repository root, run in a subprocess.
 - ``hydra_config``: ``conf/`` composed as ``train.py`` composes it.

@@ -11,6 +11,7 @@ from transformer_nmt.model import Transformer, TransformerConfig
         ({"norm": "sandwich"}, ["norm", "'post'", "'pre'"]),
         ({"positional": "rotary"}, ["positional", "'sinusoidal'", "'learned'"]),
         ({"attention": "flash"}, ["attention", "'manual'", "'sdpa'"]),
+        ({"activation": "gelu"}, ["activation", "'relu'", "'swish'"]),
         ({"d_model": 0}, ["d_model"]),
         ({"n_heads": -1}, ["n_heads"]),
         ({"n_encoder_layers": 0}, ["n_encoder_layers"]),

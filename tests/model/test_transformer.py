@@ -74,7 +74,7 @@ def test_post_norm_and_pre_norm_really_differ():
 
 
 def test_gradients_reach_every_parameter(norm):
-    model = Transformer(tiny_config(norm=norm, positional="learned")).train()
+    model = Transformer(tiny_config(norm=norm, positional="learned", output_bias=True)).train()
     logits = model(random_ids(23, 3, 6), random_ids(19, 3, 5))
     logits.logsumexp(-1).sum().backward()
     for name, parameter in model.named_parameters():
@@ -88,6 +88,28 @@ def test_embeddings_are_tied_to_the_output_projection():
     assert model.encoder.embedding is model.decoder.embedding
     untied = Transformer(tiny_config(tie_embeddings=False))
     assert untied.generator.weight is not untied.decoder.embedding.weight
+
+
+def test_swish_activation_is_x_times_sigmoid_x_in_the_feed_forward_network(make_model):
+    relu, swish = make_model(), make_model(activation="swish")
+    swish.load_state_dict(relu.state_dict())
+    ffn = swish.encoder.layers[0].feed_forward
+    x = torch.randn(2, 3, 32)
+    hidden = ffn.w_1(x)
+    torch.testing.assert_close(ffn(x), ffn.w_2(hidden * torch.sigmoid(hidden)))
+    assert not torch.allclose(relu.encoder.layers[0].feed_forward(x), ffn(x))  # not ReLU
+
+
+def test_output_bias_starts_at_zero_and_is_added_to_the_logits(make_model):
+    model = make_model(output_bias=True, tgt_vocab_size=23, share_all_embeddings=True)
+    assert model.generator.weight is model.decoder.embedding.weight  # still tied
+    assert torch.equal(model.generator.bias, torch.zeros(23))
+    src, tgt = random_ids(23, 2, 5), random_ids(23, 2, 4)
+    before = model(src, tgt)
+    with torch.no_grad():
+        model.generator.bias.copy_(torch.arange(23.0))
+    torch.testing.assert_close(model(src, tgt), before + torch.arange(23.0))
+    assert make_model().generator.bias is None  # the paper's projection has none
 
 
 def test_embeddings_are_scaled_by_sqrt_d_model(make_model):

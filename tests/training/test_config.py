@@ -1,6 +1,7 @@
 """Config composition: every option of every group, every experiment, and `--cfg job`."""
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -13,6 +14,8 @@ from transformer_nmt.cli.errors import UsageError
 from transformer_nmt.cli.train_config import (
     build_callbacks,
     check_config,
+    data_config,
+    pretrained_model_config,
     read_resume_checkpoint,
     resolve_model_config,
     trainer_options,
@@ -133,6 +136,19 @@ def test_resuming_checks_the_checkpoint_before_the_data(tmp_path, workspace):
         cfg, {**model, "dropout": 0.3}, cfg.ckpt_path
     )  # changes no weight
     assert resumed["hyper_parameters"]["model_config"] == model
+
+
+def test_init_from_brings_the_pretrained_tokenizer_and_shape():
+    model = TransformerConfig(50, 50, pad_id=0, d_model=32, d_ff=64, n_heads=4)
+    pretrained = SimpleNamespace(tokenizer_dir="/models/opus", model=SimpleNamespace(config=model))
+    data = OmegaConf.to_object(compose_train("data=multi30k").data)
+    assert data_config(data, None) is data
+    taken = data_config(data, pretrained)
+    assert (taken.tokenizer, taken.tokenizer_name) == ("pretrained", "/models/opus")
+    with pytest.raises(UsageError, match="data.tokenizer_name=/models/opus; leave data.tokenizer"):
+        data_config(taken, SimpleNamespace(tokenizer_dir="/models/other"))
+    options = pretrained_model_config(pretrained, compose_train("model.dropout=0.3").model)
+    assert (options["d_model"], options["n_heads"], options["dropout"]) == (32, 4, 0.3)
 
 
 @pytest.mark.parametrize("name", conf_options("scheduler"))

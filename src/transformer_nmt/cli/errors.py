@@ -18,6 +18,7 @@ from omegaconf import DictConfig, MissingMandatoryValue
 
 from transformer_nmt.checkpoint import CheckpointError
 from transformer_nmt.data import DataError
+from transformer_nmt.export.errors import MissingDependencyError, UnsupportedModelError
 
 log = logging.getLogger(__name__)
 Result = TypeVar("Result")
@@ -35,7 +36,16 @@ class JobFailed(CompactHydraException):
     """A job of a multirun stopped on a user error (Hydra prints just this message at the end)."""
 
 
-USER_ERRORS = (CheckpointError, DataError, UsageError, InputError, MissingMandatoryValue)
+USER_ERRORS = (
+    CheckpointError,
+    DataError,
+    UsageError,
+    InputError,
+    MissingMandatoryValue,
+    UnsupportedModelError,
+    MissingDependencyError,
+    FileExistsError,
+)
 
 
 def exit_on_user_error(command: Callable[[DictConfig], Result], cfg: DictConfig) -> Result:

@@ -1,4 +1,5 @@
-"""``python evaluate.py``: translate a split with a checkpoint, score it with sacreBLEU and chrF."""
+"""``python evaluate.py``: translate a split with a checkpoint (or, with ``engine=ct2``, a
+CTranslate2 export), score it with sacreBLEU and chrF."""
 
 from __future__ import annotations
 
@@ -11,13 +12,12 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from transformer_nmt.atomic import write_text_atomically
-from transformer_nmt.checkpoint import LoadedCheckpoint
 from transformer_nmt.data.datamodule import TranslationDataModule
 from transformer_nmt.data.sources import LOGICAL_SPLITS
 from transformer_nmt.evaluation import corpus_scores
 
 from .errors import UsageError
-from .loading import load_from_config, translator_from_config
+from .loading import LoadedTranslator, load_translator
 
 log = logging.getLogger(__name__)
 
@@ -28,9 +28,9 @@ def evaluate_command(cfg: DictConfig) -> dict:
         raise UsageError(f"split must be one of {list(LOGICAL_SPLITS)}, got {cfg.split!r}")
     if cfg.max_sentences is not None and cfg.max_sentences < 1:
         raise UsageError(f"max_sentences must be positive or null, got {cfg.max_sentences}")
-    checkpoint = load_from_config(cfg)
-    translator = translator_from_config(cfg, checkpoint)
-    pairs = _datamodule_in_checkpoint_direction(cfg.data, checkpoint).raw_pairs(cfg.split)
+    loaded = load_translator(cfg)
+    translator = loaded.translator
+    pairs = _datamodule_in_model_direction(cfg.data, loaded).raw_pairs(cfg.split)
     if cfg.max_sentences is not None:
         pairs = pairs[: cfg.max_sentences]
     if not pairs:
@@ -54,11 +54,13 @@ def evaluate_command(cfg: DictConfig) -> dict:
         "chrf_details": scores.chrf_details,
         "split": cfg.split,
         "n_sentences": len(pairs),
-        "src_lang": checkpoint.src_lang,
-        "tgt_lang": checkpoint.tgt_lang,
-        "ckpt": str(checkpoint.path),
+        "src_lang": loaded.src_lang,
+        "tgt_lang": loaded.tgt_lang,
+        "engine": cfg.engine,
+        "ckpt": loaded.model if cfg.engine == "torch" else None,
+        "model_dir": loaded.model if cfg.engine == "ct2" else None,
         "search": asdict(translator.options),
-        "device": str(next(checkpoint.model.parameters()).device),
+        "device": loaded.device,
         "decode_seconds": round(seconds, 3),
         "hypotheses_file": str(hypotheses_path),
     }
@@ -68,20 +70,20 @@ def evaluate_command(cfg: DictConfig) -> dict:
     return report
 
 
-def _datamodule_in_checkpoint_direction(data_cfg: DictConfig, checkpoint: LoadedCheckpoint):
-    """The data config's datamodule, reading pairs in the direction the checkpoint translates.
+def _datamodule_in_model_direction(data_cfg: DictConfig, loaded: LoadedTranslator):
+    """The data config's datamodule, reading pairs in the direction the model translates.
 
-    Only its raw sentences are used: the tokenizer always comes from the checkpoint.
+    Only its raw sentences are used: the tokenizer always comes from the model.
     """
-    direction = (checkpoint.src_lang, checkpoint.tgt_lang)
+    direction = (loaded.src_lang, loaded.tgt_lang)
     configured = (data_cfg.get("src_lang"), data_cfg.get("tgt_lang"))
     if configured != direction:
         log.warning(
-            "the checkpoint translates %s→%s; reading the data in that direction (the data "
+            "the model translates %s→%s; reading the data in that direction (the data "
             "config says %s→%s)",
             *direction,
             *configured,
         )
     return TranslationDataModule(
-        OmegaConf.to_object(data_cfg), src_lang=checkpoint.src_lang, tgt_lang=checkpoint.tgt_lang
+        OmegaConf.to_object(data_cfg), src_lang=loaded.src_lang, tgt_lang=loaded.tgt_lang
     )

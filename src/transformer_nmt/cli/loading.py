@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -12,9 +13,22 @@ from omegaconf import DictConfig, OmegaConf
 
 from transformer_nmt.checkpoint import LoadedCheckpoint, load_checkpoint
 from transformer_nmt.decoding import SearchOptions
-from transformer_nmt.evaluation import Translator
+from transformer_nmt.evaluation import TextTranslator, Translator
 
 from .errors import UsageError
+
+ENGINES = ("torch", "ct2")
+
+
+@dataclass(frozen=True)
+class LoadedTranslator:
+    """What a translating command decodes with, and what it reports about it."""
+
+    translator: TextTranslator
+    src_lang: str
+    tgt_lang: str
+    model: str  # the checkpoint, or the CTranslate2 directory
+    device: str
 
 
 def log_to_stderr() -> None:
@@ -31,14 +45,19 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def load_from_config(cfg: DictConfig) -> LoadedCheckpoint:
-    """The checkpoint named by ``cfg.ckpt_path`` (``cfg.tokenizer_dir`` overrides its tokenizer)."""
+def load_from_config(cfg: DictConfig, device: str | None = None) -> LoadedCheckpoint:
+    """The checkpoint named by ``cfg.ckpt_path`` (``cfg.tokenizer_dir`` overrides its tokenizer),
+    on ``device`` (default: ``cfg.device``)."""
+    if not cfg.get("ckpt_path"):
+        raise UsageError(
+            "say which model to use: ckpt_path=path/to.ckpt, or engine=ct2 model_dir=<a directory "
+            "written by python export.py format=ct2>"
+        )
     tokenizer_dir = cfg.get("tokenizer_dir")
     if tokenizer_dir and Path(to_absolute_path(tokenizer_dir)).exists():
         tokenizer_dir = to_absolute_path(tokenizer_dir)
-    return load_checkpoint(
-        to_absolute_path(cfg.ckpt_path), resolve_device(cfg.device), tokenizer_dir
-    )
+    device = device or resolve_device(cfg.device)
+    return load_checkpoint(to_absolute_path(cfg.ckpt_path), device, tokenizer_dir)
 
 
 def search_options(cfg: DictConfig) -> SearchOptions:
@@ -49,6 +68,34 @@ def search_options(cfg: DictConfig) -> SearchOptions:
         raise UsageError(f"search: {error}") from error
 
 
-def translator_from_config(cfg: DictConfig, checkpoint: LoadedCheckpoint) -> Translator:
-    """A translator of the checkpoint's model and tokenizer with the command's search options."""
-    return Translator.from_checkpoint(checkpoint, search_options(cfg))
+def load_translator(cfg: DictConfig) -> LoadedTranslator:
+    """The translator ``cfg.engine`` names: ``torch`` decodes a checkpoint (``ckpt_path``) with
+    our search, ``ct2`` a CTranslate2 export (``model_dir``); both with the ``search`` options."""
+    engine, model_dir = cfg.get("engine", "torch"), cfg.get("model_dir")
+    device = resolve_device(cfg.device)
+    if engine == "torch":
+        if model_dir:
+            raise UsageError(
+                f"model_dir={model_dir} is a CTranslate2 export; add engine=ct2 to translate "
+                f"with it, or give a checkpoint with ckpt_path=… instead"
+            )
+        checkpoint = load_from_config(cfg)
+        translator = Translator.from_checkpoint(checkpoint, search_options(cfg))
+        return LoadedTranslator(
+            translator, checkpoint.src_lang, checkpoint.tgt_lang, str(checkpoint.path), device
+        )
+    if engine == "ct2":
+        if not model_dir or cfg.get("ckpt_path"):
+            raise UsageError(
+                "engine=ct2 translates with a CTranslate2 export: give model_dir=<a directory "
+                "written by python export.py format=ct2> and no ckpt_path"
+            )
+        from transformer_nmt.evaluation import CTranslate2Translator
+
+        translator = CTranslate2Translator(
+            to_absolute_path(model_dir), search_options(cfg), device=device
+        )
+        return LoadedTranslator(
+            translator, translator.src_lang, translator.tgt_lang, str(translator.model_dir), device
+        )
+    raise UsageError(f"engine must be one of {', '.join(ENGINES)}; got {engine!r}")

@@ -37,6 +37,9 @@ from .train_config import (
     build_run_loggers,
     check_config,
     check_writable_outputs,
+    data_config,
+    pretrained_model,
+    pretrained_model_config,
     read_resume_checkpoint,
     require_checkpoint_tokenizer,
     resolve_model_config,
@@ -66,7 +69,8 @@ def _fit(cfg: DictConfig) -> float | None:
         pl.seed_everything(cfg.seed, workers=True)
         # every check that needs no data first: reading the corpus or training a BPE takes long
         checked = check_config(cfg)
-        datamodule = TranslationDataModule(checked.data)
+        pretrained = pretrained_model(cfg.get("init_from"), checked.data)
+        datamodule = TranslationDataModule(data_config(checked.data, pretrained))
         check_writable_outputs(cfg.output_dir, checked.callbacks)
         ckpt_path = resume_checkpoint(cfg, checked.callbacks)
         resume_from = read_resume_checkpoint(cfg, checked.model, ckpt_path)
@@ -77,7 +81,10 @@ def _fit(cfg: DictConfig) -> float | None:
         trainer = _build_trainer(cfg, checked, [*loggers, logged], callbacks)
         adopt_hydra_launcher(trainer)
         model_config = resolve_model_config(
-            cfg.model, datamodule.vocab_size, datamodule.pad_id, datamodule.max_len
+            cfg.model if pretrained is None else pretrained_model_config(pretrained, cfg.model),
+            datamodule.vocab_size,
+            datamodule.pad_id,
+            datamodule.max_len,
         )
         if resume_from is not None:
             require_checkpoint_tokenizer(resume_from, datamodule)
@@ -96,6 +103,9 @@ def _fit(cfg: DictConfig) -> float | None:
             run_config=run_config,
             tokenizer_identity=tokenizer_identity(datamodule.tokenizer),
         )
+        if pretrained is not None:
+            module.model.load_state_dict(pretrained.model.state_dict())
+            log.info("initialised the model from %s", cfg.init_from)
         hyperparameters = {**run_config, "params": module.model.num_parameters()}
         for logger in loggers:
             logger.log_hyperparams(hyperparameters)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from transformer_nmt.callbacks import LastCheckpoint
 from transformer_nmt.checkpoint import (
     TOKENIZER_FILES_KEY,
     CheckpointError,
+    LoadedCheckpoint,
     checkpoint_tokenizer_dir,
     model_config,
     read_checkpoint,
@@ -34,6 +35,7 @@ from transformer_nmt.checkpoint import (
 from transformer_nmt.data import DataConfig
 from transformer_nmt.decoding import SearchOptions
 from transformer_nmt.evaluation.final_eval import FinalEvalConfig
+from transformer_nmt.export import import_marian
 from transformer_nmt.launch.requeue import under_submitit
 from transformer_nmt.model import TransformerConfig
 from transformer_nmt.tracking.loggers import build_loggers
@@ -49,8 +51,10 @@ log = logging.getLogger(__name__)
 # The vocabulary size and pad id the model is checked with before the tokenizer exists.
 _PLACEHOLDER_VOCAB_SIZE, _PLACEHOLDER_PAD_ID = 1000, 0
 _FROM_TOKENIZER = ("src_vocab_size", "tgt_vocab_size", "pad_id")
-# Model options a resumed run may change: they change no weight.
-_FREE_ON_RESUME = ("dropout", "attention_dropout", "attention")
+# Model options that change no weight: a resumed run may change them, and a model started from a
+# pretrained one (``init_from``) takes them from the ``model`` config (its shape is the
+# pretrained model's).
+_TRAINING_OPTIONS = ("dropout", "attention_dropout", "attention")
 # Lightning's own ckpt_path values, resolved by the Trainer (nothing to read beforehand).
 _LIGHTNING_CKPT_NAMES = ("last", "best", "hpc", "registry")
 
@@ -121,6 +125,38 @@ def _placeholders(model_cfg: DictConfig) -> tuple[int, int]:
         vocab_size if isinstance(vocab_size, int) else _PLACEHOLDER_VOCAB_SIZE,
         pad_id if isinstance(pad_id, int) else _PLACEHOLDER_PAD_ID,
     )
+
+
+def pretrained_model(init_from: str | None, data: DataConfig) -> LoadedCheckpoint | None:
+    """The Marian (or Pegasus) model ``init_from`` names (a Hub id or a folder), imported, or
+    None without ``init_from``."""
+    if not init_from:
+        return None
+    local = Path(to_absolute_path(init_from))
+    return import_marian(
+        local if local.exists() else init_from, src_lang=data.src_lang, tgt_lang=data.tgt_lang
+    )
+
+
+def data_config(data: DataConfig, pretrained: LoadedCheckpoint | None) -> DataConfig:
+    """The data config; a pretrained model brings its tokenizer."""
+    if pretrained is None:
+        return data
+    if data.tokenizer == "pretrained" and data.tokenizer_name != pretrained.tokenizer_dir:
+        raise UsageError(
+            f"init_from={pretrained.tokenizer_dir} brings its own tokenizer, but the data config "
+            f"names data.tokenizer_name={data.tokenizer_name}; leave data.tokenizer unset"
+        )
+    return replace(data, tokenizer="pretrained", tokenizer_name=pretrained.tokenizer_dir)
+
+
+def pretrained_model_config(pretrained: LoadedCheckpoint, model_cfg: Any) -> dict:
+    """The pretrained model's config, with the ``model`` config's training options (dropout,
+    attention implementation)."""
+    options = pretrained.model.config.to_dict()
+    for name in _TRAINING_OPTIONS:
+        options[name] = model_cfg[name]
+    return options
 
 
 def resolve_model_config(model_cfg: Any, vocab_size: int, pad_id: int, data_max_len: int) -> dict:
@@ -292,7 +328,7 @@ def read_resume_checkpoint(cfg: DictConfig, model: dict, ckpt_path: str | None) 
     differing = [
         key
         for key in trained
-        if key not in _FROM_TOKENIZER + _FREE_ON_RESUME
+        if key not in _FROM_TOKENIZER + _TRAINING_OPTIONS
         and trained[key] != model[key]
         and not (_derived(key, trained) and _derived(key, model))
     ]

@@ -1,4 +1,5 @@
-"""``python translate.py``: stdin to stdout, one line per line, with a checkpoint."""
+"""``python translate.py``: stdin to stdout, one line per line, with a checkpoint (or, with
+``engine=ct2``, a CTranslate2 export)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ from typing import BinaryIO, TextIO
 
 from omegaconf import DictConfig
 
-from transformer_nmt.evaluation import Translator
+from transformer_nmt.evaluation import TextTranslator
 
 from .errors import InputError, UsageError
-from .loading import load_from_config, log_to_stderr, translator_from_config
+from .loading import load_translator, log_to_stderr
 from .text_input import LineDecoder, check_input_errors, checked_lines
 
 _EXIT_BROKEN_PIPE = 128 + 13  # as if killed by SIGPIPE, like any filter whose reader went away
@@ -30,7 +31,7 @@ def translate_command(cfg: DictConfig) -> None:
     check_input_errors(cfg.input_errors)
     if cfg.chunk_lines < 1:
         raise UsageError(f"chunk_lines must be a positive integer, got {cfg.chunk_lines}")
-    translator = translator_from_config(cfg, load_from_config(cfg))
+    translator = load_translator(cfg).translator
     if hasattr(sys.stdout, "reconfigure"):  # UTF-8 and \n whatever the locale
         sys.stdout.reconfigure(encoding="utf-8", newline="\n")
     try:
@@ -48,7 +49,7 @@ def translate_command(cfg: DictConfig) -> None:
 
 
 def translate_stream(
-    translator: Translator, lines: Iterable[str], output: TextIO, chunk_lines: int = 1000
+    translator: TextTranslator, lines: Iterable[str], output: TextIO, chunk_lines: int = 1000
 ) -> int:
     """Translate ``lines`` in chunks of ``chunk_lines`` (each sorted by length internally),
     writing one line per input line to ``output``; returns the number of lines.
@@ -64,7 +65,7 @@ def translate_stream(
 
 
 def translate_interactively(
-    translator: Translator,
+    translator: TextTranslator,
     lines: BinaryIO,
     output: TextIO,
     prompt_to: TextIO,

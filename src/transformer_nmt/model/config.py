@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 NORMS = ("post", "pre")
 POSITIONALS = ("sinusoidal", "learned")
 ATTENTIONS = ("manual", "sdpa")
+ACTIVATIONS = ("relu", "swish")
 
 
 @dataclass
@@ -35,6 +36,7 @@ class TransformerConfig:
     n_encoder_layers: int | None = None  # the encoder's N, if it differs
     n_decoder_layers: int | None = None  # the decoder's N, if it differs
     d_ff: int = 2048
+    activation: str = "relu"  # of the FFN: relu, the paper's max(0, ·); swish: x·σ(x) (Marian)
     dropout: float = 0.1  # P_drop: on each sub-layer output and on the embeddings + positions
     attention_dropout: float = 0.0  # on the attention weights (not in the paper)
     norm: str = "post"  # post: LayerNorm(x + Sublayer(x)), the paper; pre: x + Sublayer(LN(x))
@@ -42,6 +44,7 @@ class TransformerConfig:
     max_len: int = 1024  # positions the encoder and decoder can take
     share_all_embeddings: bool = True  # one matrix for both embeddings (needs a joint vocabulary)
     tie_embeddings: bool = True  # the pre-softmax projection shares the target embedding (§3.4)
+    output_bias: bool = False  # a bias on the pre-softmax projection (Marian's final_logits_bias)
     attention: str = "sdpa"  # sdpa: PyTorch's fused kernel; manual: eq. 1 written out (equal)
 
     def __post_init__(self) -> None:
@@ -66,6 +69,7 @@ class TransformerConfig:
         _require_choice("norm", self.norm, NORMS)
         _require_choice("positional", self.positional, POSITIONALS)
         _require_choice("attention", self.attention, ATTENTIONS)
+        _require_choice("activation", self.activation, ACTIVATIONS)
         for name in ("dropout", "attention_dropout"):
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:

@@ -28,7 +28,7 @@ class EncoderLayer(nn.Module):
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         self.self_attention = _attention(config)
-        self.feed_forward = PositionwiseFeedForward(config.d_model, config.d_ff)
+        self.feed_forward = PositionwiseFeedForward(config.d_model, config.d_ff, config.activation)
         self.residual = nn.ModuleList(
             ResidualConnection(config.d_model, config.dropout, config.norm) for _ in range(2)
         )
@@ -47,7 +47,7 @@ class DecoderLayer(nn.Module):
         self.index = index  # this layer's slot in a KVCache
         self.self_attention = _attention(config)
         self.cross_attention = _attention(config)
-        self.feed_forward = PositionwiseFeedForward(config.d_model, config.d_ff)
+        self.feed_forward = PositionwiseFeedForward(config.d_model, config.d_ff, config.activation)
         self.residual = nn.ModuleList(
             ResidualConnection(config.d_model, config.dropout, config.norm) for _ in range(3)
         )

@@ -82,17 +82,21 @@ class Transformer(nn.Module):
         )
         self.encoder = Encoder(config, src_embedding)
         self.decoder = Decoder(config, tgt_embedding)
-        # Pre-softmax linear transformation; shares the target embedding's weight (§3.4).
-        self.generator = nn.Linear(config.d_model, config.tgt_vocab_size, bias=False)
+        # Pre-softmax linear transformation; shares the target embedding's weight (§3.4). The
+        # paper's has no bias; ``output_bias`` adds one (a learned prior over target tokens).
+        self.generator = nn.Linear(config.d_model, config.tgt_vocab_size, bias=config.output_bias)
         self._init_parameters()
         if config.tie_embeddings:
             self.generator.weight = tgt_embedding.weight
 
     def _init_parameters(self) -> None:
-        """Xavier-uniform for every matrix, as the seeds and the Annotated Transformer do."""
+        """Xavier-uniform for every matrix, as the Annotated Transformer does; the output bias
+        starts at zero, so that the initial model is the paper's."""
         for parameter in self.parameters():
             if parameter.dim() > 1:
                 nn.init.xavier_uniform_(parameter)
+        if self.generator.bias is not None:
+            nn.init.zeros_(self.generator.bias)
 
     def source_mask(self, src_ids: Tensor) -> Tensor:
         return padding_mask(src_ids, self.config.pad_id)
