@@ -7,6 +7,7 @@ torch 2.13.0, datasets 5.2.0 and wandb 0.31.0.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 # -- Lightning -----------------------------------------------------------------------------------
@@ -36,6 +37,33 @@ def plain_script_command() -> list[str]:
 def replace_launcher(strategy: Any, launcher: Any) -> None:
     """Install ``launcher`` on a strategy (``Strategy._launcher``; Lightning has no setter)."""
     strategy._launcher = launcher
+
+
+@functools.cache
+def csv_writer_keeping_its_directory() -> type:
+    """Lightning's CSV ``ExperimentWriter`` without its ``_check_log_dir_exists``, which warns and
+    deletes an existing ``metrics.csv`` when a logger starts in a directory already used (a run
+    resumed in place); ``tracking.loggers.ResumableCSVLogger`` keeps the earlier rows instead."""
+    from lightning.pytorch.loggers.csv_logs import ExperimentWriter
+
+    class Writer(ExperimentWriter):
+        def _check_log_dir_exists(self) -> None:
+            pass
+
+    return Writer
+
+
+def offer_to_model_checkpoint(callback: Any, trainer: Any, metrics: dict) -> None:
+    """Offer ``metrics`` (name -> tensor) to a ``ModelCheckpoint`` as a validation during fit would
+    (``ModelCheckpoint._save_topk_checkpoint`` with ``_monitor_candidates``): it saves when its
+    monitored value improves, and updates its best path and score."""
+    callback._save_topk_checkpoint(trainer, {**callback._monitor_candidates(trainer), **metrics})
+
+
+def tensorboard_file_writer(writer: Any) -> Any:
+    """The event-file writer of a ``SummaryWriter`` (``_get_file_writer``), to add raw summaries
+    such as the HParams plugin's, as Lightning's ``TensorBoardLogger.log_hyperparams`` does."""
+    return writer._get_file_writer()
 
 
 # -- torch ---------------------------------------------------------------------------------------
@@ -74,6 +102,22 @@ def basic_sweeper_jobs(parsed_overrides: list) -> list[list[str]]:
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
     return BasicSweeper.split_arguments(parsed_overrides, max_batch_size=None)[0]
+
+
+# -- submitit and hydra-submitit-launcher ------------------------------------------------------
+
+
+def submitit_task_script() -> str:
+    """The script whose Hydra task function a submitit job runs (its process is
+    ``python -m submitit.core._submit``): the file that defined ``task_function`` of the
+    ``BaseSubmititLauncher`` pickled as the job's call (``DelayedSubmission.load`` of
+    ``JobEnvironment().paths.submitted_pickle``; checked with submitit 1.5.4 and
+    hydra-submitit-launcher 1.2.0)."""
+    import submitit
+    from submitit.helpers import DelayedSubmission
+
+    delayed = DelayedSubmission.load(submitit.JobEnvironment().paths.submitted_pickle)
+    return delayed.function.task_function.__code__.co_filename
 
 
 # -- W&B through Lightning's WandbLogger ---------------------------------------------------------

@@ -10,6 +10,7 @@
 - ``commands``: the scripts at the repository root, run in a subprocess.
 - ``hydra_config``: ``conf/`` composed as ``train.py`` composes it.
 - ``tiny_runs``: the overrides that shrink a ``train.py`` run to seconds, and its logged metrics.
+- ``wandb_records``: an offline W&B run's name, group and config, read from its files.
 - ``slow``: fixtures that train or start processes, and the check that their tests are slow.
 """
 

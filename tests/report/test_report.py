@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from tests.helpers.commands import run_script
-from transformer_nmt.tracking.report import load_sweep, markdown_table, swept_keys
+from transformer_nmt.tracking.report import figure, load_sweep, markdown_table, swept_keys
 
 
 def make_job(sweep, name, overrides, summary=None):
@@ -70,6 +70,25 @@ def test_table_has_paper_columns_and_marks_missing_runs(sweep):
     missing = next(line for line in table if "model.n_heads=4, model.norm=pre" in line)
     assert missing.rstrip().endswith("missing |")
     assert "trainer.max_steps" not in "\n".join(table)  # not swept, so not part of the variant
+
+
+def test_plot_draws_categories_as_points_in_the_tables_order(tmp_path):
+    jobs = [("sinusoidal", 1), ("learned", 1), ("sinusoidal", 4), ("learned", 4)]  # not sorted
+    for i, (positional, heads) in enumerate(jobs):
+        overrides = [f"model.positional={positional}", f"model.n_heads={heads}"]
+        make_job(tmp_path, str(i), overrides, summary(heads, bleu=10.0 + i, ppl=5.0))
+    runs = load_sweep(tmp_path)
+    ax = figure(runs, x_key="model.positional").axes[0]
+    assert [label.get_text() for label in ax.get_xticklabels()] == ["sinusoidal", "learned"]
+    assert [line.get_linestyle() for line in ax.get_lines()] == ["None", "None"]  # no lines
+    legend = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert legend == ["model.n_heads=1", "model.n_heads=4"]
+    (heads_1, heads_4) = ax.get_lines()
+    assert list(heads_1.get_ydata()) == [10.0, 11.0] and list(heads_4.get_ydata()) == [12.0, 13.0]
+    assert heads_1.get_xdata()[0] < heads_4.get_xdata()[0] < 0.5 < heads_1.get_xdata()[1]
+    numeric = figure(runs).axes[0]  # model.n_heads: a line per positional, in numeric order
+    assert [line.get_linestyle() for line in numeric.get_lines()] == ["-", "-"]
+    assert list(numeric.get_lines()[0].get_xdata()) == [1.0, 4.0]
 
 
 @pytest.mark.slow  # starts report.py

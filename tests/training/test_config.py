@@ -39,6 +39,8 @@ def test_every_group_has_its_options():
     assert set(conf_options("logger")) >= {"wandb", "csv", "tensorboard", "many", "none"}
     assert set(conf_options("experiment")) == {"multi30k", "multi30k_base", "wmt16_10pct"}
     assert set(conf_options("data")) == {"wmt16", "multi30k", "text_files", "wmt16_files"}
+    assert set(conf_options("debug")) == {"smoke", "fast_dev_run"}
+    assert set(conf_options("hparams_search")) == {"optuna"}
 
 
 def test_no_two_model_options_build_the_same_model():
@@ -112,6 +114,8 @@ def test_model_config_errors_name_the_key_and_the_fix():
         ("scheduler.warmup=0", "scheduler: scheduler.warmup must be a positive integer, got 0"),
         ("label_smoothing=1.5", "label_smoothing must be in [0, 1), got 1.5"),
         ("callbacks.last_checkpoint.every_n_train_steps=0", "callbacks.last_checkpoint: every_n"),
+        ("optimized_metric=val/acc", "optimized_metric: optimized_metric=val/acc is not a metric"),
+        ("resume=sometimes", "resume=sometimes is not an option; use resume=auto or resume=never"),
     ],
 )
 def test_every_config_object_is_checked_before_the_data(override, error, tmp_path):
@@ -125,11 +129,13 @@ def test_resuming_checks_the_checkpoint_before_the_data(tmp_path, workspace):
     averaged = average_checkpoints([workspace.ckpt_path] * 2, tmp_path / "averaged.ckpt")
     cfg = compose_train(f"ckpt_path={averaged}", output_dir=str(tmp_path))
     with pytest.raises(CheckpointError, match="no optimizer or loop state"):
-        read_resume_checkpoint(cfg, model)
+        read_resume_checkpoint(cfg, model, cfg.ckpt_path)
     cfg = compose_train(f"ckpt_path={workspace.ckpt_path}", output_dir=str(tmp_path))
     with pytest.raises(CheckpointError, match=r"with model.n_heads=4 but this run's config has"):
-        read_resume_checkpoint(cfg, {**model, "n_heads": 2, "d_k": 16, "d_v": 16})
-    resumed = read_resume_checkpoint(cfg, {**model, "dropout": 0.3})  # changes no weight
+        read_resume_checkpoint(cfg, {**model, "n_heads": 2, "d_k": 16, "d_v": 16}, cfg.ckpt_path)
+    resumed = read_resume_checkpoint(
+        cfg, {**model, "dropout": 0.3}, cfg.ckpt_path
+    )  # changes no weight
     assert resumed["hyper_parameters"]["model_config"] == model
 
 

@@ -70,3 +70,22 @@ def test_a_failing_online_start_falls_back_to_offline(
     assert expected in caplog.text
     loggers.finish_loggers([logger], success=False)
     assert run.finished_with == 1
+
+
+def test_csv_logger_resumed_in_place_keeps_the_rows_before_its_first_step(tmp_path):
+    from tests.helpers.tiny_runs import logged_metrics
+    from transformer_nmt.tracking.loggers import ResumableCSVLogger
+
+    first = ResumableCSVLogger(tmp_path, name="csv", version="")
+    for step in range(10):  # a run killed after step 9, its last checkpoint at step 6
+        first.log_metrics({"train/loss": 10.0 - step}, step=step)
+    first.save()
+    resumed = ResumableCSVLogger(tmp_path, name="csv", version="")
+    for step in range(6, 8):  # logs steps 6 and 7 again, and a new column
+        resumed.log_metrics({"train/loss": 1.0, "val/loss": 2.0}, step=step)
+    resumed.save()
+    rows = logged_metrics(tmp_path / "csv" / "metrics.csv")
+    assert [int(row["step"]) for row in rows] == list(range(8))
+    assert [row["train/loss"] for row in rows[:6]] == [str(10.0 - s) for s in range(6)]
+    assert [(row["train/loss"], row["val/loss"]) for row in rows[6:]] == [("1.0", "2.0")] * 2
+    assert rows[0]["val/loss"] == ""

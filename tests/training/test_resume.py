@@ -69,3 +69,43 @@ def test_sigkill_mid_epoch_then_resume_continues_the_loss_curve(tiny_overrides, 
     assert final_res["global_step"] == final_ref["global_step"] == k + 6
     for key, value in final_ref["state_dict"].items():
         torch.testing.assert_close(final_res["state_dict"][key], value, rtol=1e-5, atol=1e-6)
+
+
+def test_resume_auto_is_the_default_of_submitit_jobs_and_ckpt_path_wins(tmp_path):
+    from omegaconf import OmegaConf
+
+    from transformer_nmt.callbacks import LastCheckpoint
+    from transformer_nmt.cli.errors import UsageError
+    from transformer_nmt.cli.train_config import resume_checkpoint, resume_mode
+
+    assert resume_mode(None) == "never"  # outside a job of hydra/launcher=slurm|local
+    assert (resume_mode(True), resume_mode(False), resume_mode("auto")) == ("auto", "never", "auto")
+    with pytest.raises(UsageError, match="resume=sometimes is not an option"):
+        resume_mode("sometimes")
+    callbacks = [LastCheckpoint(str(tmp_path / "checkpoints"), every_n_train_steps=10)]
+
+    def start(**options):
+        cfg = OmegaConf.create({"ckpt_path": None, "resume": None, "output_dir": str(tmp_path)})
+        return resume_checkpoint(OmegaConf.merge(cfg, options), callbacks)
+
+    assert start(resume="auto") is None  # nothing to resume yet
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "last.ckpt").write_bytes(b"")
+    assert start(resume="auto") == str(tmp_path / "checkpoints" / "last.ckpt")
+    assert start(resume="never") is None and start() is None
+    assert start(resume="auto", ckpt_path="other.ckpt") == "other.ckpt"
+
+
+@pytest.mark.slow  # two runs of train.py
+def test_resume_auto_in_place_continues_and_keeps_the_earlier_metrics(tiny_overrides, tmp_path):
+    run_dir = tmp_path / "run"
+    base = [*tiny_overrides, "trainer.val_check_interval=4", f"hydra.run.dir={run_dir}"]
+    run_train([*base, "trainer.max_steps=8"], cwd=tmp_path)
+    before = logged_metrics(run_dir / "csv" / "metrics.csv")
+    result = run_train([*base, "trainer.max_steps=12", "resume=auto"], cwd=tmp_path)
+    assert f"resuming from {run_dir / 'checkpoints' / 'last.ckpt'} (resume=auto)" in result.stdout
+    after = logged_metrics(run_dir / "csv" / "metrics.csv")
+    assert [int(r["step"]) for r in after if r["train/loss"]] == list(range(12))
+    losses = [r["train/loss"] for r in after if r["train/loss"] and int(r["step"]) < 8]
+    assert losses == [r["train/loss"] for r in before if r["train/loss"]]  # kept as they were
+    assert len([r for r in after if r["val/loss"]]) == 3  # steps 4 and 8, then 12

@@ -3,6 +3,7 @@ bar, dropout seeds, sample translations and BLEU during training."""
 
 from .bleu import BleuCallback
 from .last_checkpoint import LastCheckpoint
+from .model_summary import ModelSummary
 from .progress_bar import ProgressBar
 from .sample_translations import SampleTranslations
 from .step_seed import StepSeed
@@ -12,6 +13,7 @@ from .training_log import TrainingLog
 __all__ = [
     "BleuCallback",
     "LastCheckpoint",
+    "ModelSummary",
     "ProgressBar",
     "SampleTranslations",
     "StepSeed",

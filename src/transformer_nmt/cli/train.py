@@ -6,23 +6,32 @@ import logging
 import time
 
 import lightning.pytorch as pl
+import torch
 from lightning.fabric.utilities.exceptions import MisconfigurationException
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from transformer_nmt.checkpoint import AtomicCheckpointIO
 from transformer_nmt.data import tokenizer_identity
 from transformer_nmt.data.datamodule import TranslationDataModule
-from transformer_nmt.evaluation.final_eval import final_evaluation
+from transformer_nmt.evaluation.final_eval import FinalEvalConfig, final_evaluation
 from transformer_nmt.launch.ddp import adopt_hydra_launcher, distributed_job, wait_for_children
 from transformer_nmt.launch.host_memory import keep_freed_memory
-from transformer_nmt.tracking.loggers import finish_loggers
+from transformer_nmt.launch.requeue import RequeueOnSignal, submitit_handler, under_submitit
+from transformer_nmt.private_api import offer_to_model_checkpoint
+from transformer_nmt.tracking.loggers import (
+    LoggedMetrics,
+    finish_loggers,
+    log_final_hyperparameters,
+)
+from transformer_nmt.tracking.objective import DECODED, objective_value
 from transformer_nmt.tracking.overrides import job_overrides, override_values
-from transformer_nmt.tracking.summary import finite_metrics, run_summary, write_summary
+from transformer_nmt.tracking.summary import run_summary, write_summary
 from transformer_nmt.training.module import TranslationModule
 
 from .errors import UsageError
+from .library_notices import silence_library_notices
 from .train_config import (
     TrainConfig,
     build_run_loggers,
@@ -34,22 +43,26 @@ from .train_config import (
     read_resume_checkpoint,
     require_checkpoint_tokenizer,
     resolve_model_config,
+    resume_checkpoint,
 )
 
 log = logging.getLogger(__name__)
 
 
 def train(cfg: DictConfig) -> float | None:
-    """Fit the model ``cfg`` describes; returns the best ``val/loss`` (for Hydra sweepers)."""
+    """Fit the model ``cfg`` describes; returns the final evaluation's ``optimized_metric`` (what
+    Hydra's sweepers optimise; None when it is null)."""
     with distributed_job():
         return _fit(cfg)
 
 
 def _fit(cfg: DictConfig) -> float | None:
     started = time.perf_counter()
+    silence_library_notices()
     overrides = job_overrides()
-    trainer, module, loggers = None, None, []
-    status, error, metrics, fit_time_s = "failed", None, None, None
+    logged = LoggedMetrics()  # what summary.json reports: the loggers' last values and steps
+    trainer, module, loggers, requeue = None, None, [], None
+    status, error, final, fit_time_s = "failed", None, {}, None
     try:
         if cfg.get("keep_freed_host_memory", False) and keep_freed_memory():
             log.info("glibc keeps freed memory in the heap (keep_freed_host_memory=true)")
@@ -59,10 +72,13 @@ def _fit(cfg: DictConfig) -> float | None:
         pretrained = pretrained_model(cfg.get("init_from"), checked.data)
         datamodule = TranslationDataModule(data_config(checked.data, pretrained))
         check_writable_outputs(cfg.output_dir, checked.callbacks)
-        resume_from = read_resume_checkpoint(cfg, checked.model)
+        ckpt_path = resume_checkpoint(cfg, checked.callbacks)
+        resume_from = read_resume_checkpoint(cfg, checked.model, ckpt_path)
         run_config = OmegaConf.to_container(cfg, resolve=True)
         loggers = build_run_loggers(cfg.get("logger"))
-        trainer = _build_trainer(cfg, checked, loggers)
+        requeue = RequeueOnSignal(submitit_handler()) if under_submitit() else None
+        callbacks = [*checked.callbacks, requeue] if requeue else checked.callbacks
+        trainer = _build_trainer(cfg, checked, [*loggers, logged], callbacks)
         adopt_hydra_launcher(trainer)
         if trainer.is_global_zero:
             log.info(describe_batch(trainer, datamodule.max_tokens))
@@ -93,22 +109,30 @@ def _fit(cfg: DictConfig) -> float | None:
         if pretrained is not None:
             module.model.load_state_dict(pretrained.model.state_dict())
             log.info("initialised the model from %s", cfg.init_from)
+        hyperparameters = {**run_config, "params": module.model.num_parameters()}
         for logger in loggers:
-            logger.log_hyperparams(run_config)
+            logger.log_hyperparams(hyperparameters)
             if overrides:  # the job's axes as config keys, for W&B's grouping views
                 logger.log_hyperparams({"overrides": override_values(overrides)})
         fit_started = time.perf_counter()
-        trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
         fit_time_s = time.perf_counter() - fit_started
-        metrics = finite_metrics(trainer.callback_metrics)
-        if not trainer.interrupted:
-            metrics.update(
-                final_evaluation(trainer, module, datamodule, checked.final_eval, checked.search)
+        if requeue is not None and requeue.requested:
+            status = "requeued"
+        elif not trainer.interrupted:
+            final = final_evaluation(
+                trainer, module, datamodule, checked.final_eval, checked.search
             )
+            offer_final_validation(trainer, final, checked.final_eval)
+            if trainer.is_global_zero:
+                names = [name for name, value in final.items() if value is not None]
+                log_final_hyperparameters(loggers, hyperparameters, names)
+            status = "finished"
+        else:
+            status = "interrupted"
         wait_for_children(trainer)
-        status = "interrupted" if trainer.interrupted else "finished"
     except BaseException as exception:
-        error = f"{type(exception).__name__}: {exception}"
+        status, error = "failed", f"{type(exception).__name__}: {exception}"
         raise
     finally:
         finish_loggers(loggers, status == "finished")
@@ -118,29 +142,34 @@ def _fit(cfg: DictConfig) -> float | None:
                 module,
                 status,
                 error,
-                metrics=metrics,
+                metrics=logged,
                 overrides=overrides,
                 wall_time_s=time.perf_counter() - started,
                 fit_time_s=fit_time_s,
             )
             _write_summary(cfg.output_dir, summary)
     log.info(
-        "rank %d of %d finished at step %d; checkpoints in %s/checkpoints",
+        "rank %d of %d %s at step %d; checkpoints in %s/checkpoints",
         trainer.global_rank,
         trainer.world_size,
+        status,
         trainer.global_step,
         cfg.output_dir,
     )
-    best = [c.best_model_score for c in trainer.callbacks if isinstance(c, ModelCheckpoint)]
-    return float(best[0]) if best and best[0] is not None else None
+    if status == "requeued":
+        requeue.requeue()  # rank 0: submitit requeues the job and exits this process
+        return None
+    return objective_value(cfg.get("optimized_metric"), final)
 
 
-def _build_trainer(cfg: DictConfig, checked: TrainConfig, loggers: list) -> pl.Trainer:
+def _build_trainer(
+    cfg: DictConfig, checked: TrainConfig, loggers: list, callbacks: list[Callback]
+) -> pl.Trainer:
     try:
         return pl.Trainer(
-            **checked.trainer,
+            **{**checked.trainer, "enable_model_summary": False},  # a callback holds the summary
             logger=loggers,
-            callbacks=checked.callbacks,
+            callbacks=callbacks,
             plugins=[AtomicCheckpointIO()],
             use_distributed_sampler=False,  # the data module shards its token-bucketed batches
             default_root_dir=cfg.output_dir,
@@ -159,6 +188,26 @@ def describe_batch(trainer: pl.Trainer, max_tokens: int | None) -> str:
         f"padded tokens per side: <= {accumulate * devices * max_tokens:,} target tokens with "
         f"padding (the paper: ~25,000; trainer.accumulate_grad_batches sets the first factor)"
     )
+
+
+def offer_final_validation(
+    trainer: pl.Trainer, metrics: dict[str, float | None], config: FinalEvalConfig
+) -> None:
+    """Count the final evaluation as one more validation for each ``ModelCheckpoint`` monitoring a
+    ``val/*`` value it produced, so ``best.ckpt`` exists even when no validation ran during fit.
+    BLEU and chrF count only when decoded on the whole split (``final_eval.max_sentences=null``).
+    """
+    if trainer.fast_dev_run:  # Lightning writes no checkpoints then
+        return
+    for callback in trainer.checkpoint_callbacks:
+        monitor = getattr(callback, "monitor", None)
+        if not isinstance(callback, ModelCheckpoint) or not str(monitor).startswith("val/"):
+            continue
+        if metrics.get(monitor) is None:
+            continue
+        if monitor.split("/")[1] in DECODED and config.max_sentences is not None:
+            continue
+        offer_to_model_checkpoint(callback, trainer, {monitor: torch.tensor(metrics[monitor])})
 
 
 def _is_global_zero(trainer: pl.Trainer | None) -> bool:

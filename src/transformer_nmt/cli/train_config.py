@@ -11,13 +11,14 @@ option and the fix.
 from __future__ import annotations
 
 import inspect
+import logging
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate, to_absolute_path
-from lightning.pytorch.callbacks import Callback, ModelCheckpoint, ProgressBar
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint, ModelSummary, ProgressBar
 from omegaconf import DictConfig, OmegaConf
 
 from transformer_nmt.atomic import check_writable_directory
@@ -35,13 +36,17 @@ from transformer_nmt.data import DataConfig
 from transformer_nmt.decoding import SearchOptions
 from transformer_nmt.evaluation.final_eval import FinalEvalConfig
 from transformer_nmt.export import import_marian
+from transformer_nmt.launch.requeue import under_submitit
 from transformer_nmt.model import TransformerConfig
 from transformer_nmt.tracking.loggers import build_loggers
+from transformer_nmt.tracking.objective import final_eval_for
 from transformer_nmt.training.optimizer import AdamConfig
 from transformer_nmt.training.schedules import StepSchedule
 
 from .config_schemas import SCHEMAS
 from .errors import UsageError
+
+log = logging.getLogger(__name__)
 
 # The vocabulary size and pad id the model is checked with before the tokenizer exists.
 _PLACEHOLDER_VOCAB_SIZE, _PLACEHOLDER_PAD_ID = 1000, 0
@@ -75,6 +80,11 @@ def check_config(cfg: DictConfig) -> TrainConfig:
     )  # fmt: skip
     search = _checked("search", lambda: OmegaConf.to_object(cfg.search))
     final_eval = _checked("final_eval", lambda: OmegaConf.to_object(cfg.final_eval))
+    # widened to produce what a sweep optimises: its split, and decoding for BLEU or chrF
+    final_eval = _checked(
+        "optimized_metric", lambda: final_eval_for(cfg.get("optimized_metric"), final_eval)
+    )
+    resume_mode(cfg.get("resume"))
     _checked("optimizer", lambda: AdamConfig(**OmegaConf.to_container(cfg.optimizer)))
     scheduler = OmegaConf.to_container(cfg.scheduler, resolve=True)
     _checked("scheduler", lambda: StepSchedule(**{**scheduler, "d_model": model["d_model"]}))
@@ -82,7 +92,11 @@ def check_config(cfg: DictConfig) -> TrainConfig:
         raise UsageError(f"label_smoothing must be in [0, 1), got {cfg.label_smoothing}")
     trainer = trainer_options(cfg.trainer)
     check_accelerator(trainer)
-    callbacks = build_callbacks(cfg.get("callbacks"), trainer.get("enable_progress_bar", True))
+    callbacks = build_callbacks(
+        cfg.get("callbacks"),
+        trainer.get("enable_progress_bar", True),
+        trainer.get("enable_model_summary", True),
+    )
     return TrainConfig(data, model, search, final_eval, trainer, callbacks)
 
 
@@ -225,8 +239,11 @@ def check_accelerator(options: dict) -> None:
         )
 
 
-def build_callbacks(callbacks_cfg: Any, enable_progress_bar: bool = True) -> list[Callback]:
-    """Instantiate every non-null entry of ``callbacks`` (progress bars only if enabled)."""
+def build_callbacks(
+    callbacks_cfg: Any, enable_progress_bar: bool = True, enable_model_summary: bool = True
+) -> list[Callback]:
+    """Instantiate every non-null entry of ``callbacks`` (progress bars and the model summary only
+    if the trainer enables them)."""
     callbacks = [
         # _convert_="object": a ``search`` node the callback takes becomes a SearchOptions
         _instantiated(f"callbacks.{name}", lambda spec=spec: instantiate(spec, _convert_="object"))
@@ -235,6 +252,8 @@ def build_callbacks(callbacks_cfg: Any, enable_progress_bar: bool = True) -> lis
     ]
     if not enable_progress_bar:
         callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
+    if not enable_model_summary:
+        callbacks = [c for c in callbacks if not isinstance(c, ModelSummary)]
     return callbacks
 
 
@@ -273,10 +292,40 @@ def check_writable_outputs(output_dir: str, callbacks: list[Callback]) -> None:
 # -- resuming ------------------------------------------------------------------------------------
 
 
-def read_resume_checkpoint(cfg: DictConfig, model: dict) -> dict | None:
-    """The hyper-parameters and tokenizer files of the checkpoint ``ckpt_path`` names (None
-    when not resuming), after checking that it fits the configured model and direction."""
-    ckpt_path = cfg.get("ckpt_path")
+RESUME_MODES = ("auto", "never")
+
+
+def resume_mode(value: Any) -> str:
+    """``auto`` or ``never`` from ``resume`` (booleans too); null means ``auto`` under the submitit
+    launchers (``hydra/launcher=slurm|local``), whose jobs are requeued, and ``never`` otherwise."""
+    if value is None:
+        return "auto" if under_submitit() else "never"
+    if isinstance(value, bool):
+        return "auto" if value else "never"
+    if value not in RESUME_MODES:
+        raise UsageError(f"resume={value} is not an option; use resume=auto or resume=never")
+    return value
+
+
+def resume_checkpoint(cfg: DictConfig, callbacks: list[Callback]) -> str | None:
+    """The checkpoint ``fit`` starts from: ``ckpt_path`` if set; else, with ``resume=auto``, the run
+    directory's ``last.ckpt`` if one exists (a requeued or restarted job continues)."""
+    if cfg.get("ckpt_path"):
+        return str(cfg.ckpt_path)
+    if resume_mode(cfg.get("resume")) == "never":
+        return None
+    last = next((c.path for c in callbacks if isinstance(c, LastCheckpoint)), None)
+    last = last or Path(cfg.output_dir) / "checkpoints" / "last.ckpt"
+    if not last.is_file():
+        return None
+    log.info("resuming from %s (resume=auto)", last)
+    return str(last)
+
+
+def read_resume_checkpoint(cfg: DictConfig, model: dict, ckpt_path: str | None) -> dict | None:
+    """The hyper-parameters and tokenizer files of the checkpoint to resume from, ``ckpt_path``
+    (:func:`resume_checkpoint`; None when not resuming), after checking that it fits the
+    configured model and direction."""
     if not ckpt_path or str(ckpt_path) in _LIGHTNING_CKPT_NAMES:
         return None
     path = Path(to_absolute_path(str(ckpt_path)))

@@ -33,6 +33,7 @@ from transformer_nmt.private_api import (
     SubprocessScriptLauncher,
     plain_script_command,
     replace_launcher,
+    submitit_task_script,
 )
 
 log = logging.getLogger(__name__)
@@ -50,8 +51,9 @@ _JOB_ENV = (
 )
 # Command-line flags that choose the config; children need them, the rest (-m, --cfg…) not.
 _CONFIG_FLAGS = ("--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd")
-# Hydra overrides that change what a job does and so must reach the children too.
-_FORWARDED_HYDRA_KEYS = ("hydra.job.chdir", "hydra.verbose", "hydra/job_logging")
+# Hydra overrides that change what a job does and so must reach the children too (the launcher:
+# under submitit's, a job resumes by default and all ranks take part in requeueing).
+_FORWARDED_HYDRA_KEYS = ("hydra.job.chdir", "hydra.verbose", "hydra/job_logging", "hydra/launcher")
 
 
 class HydraJobLauncher(SubprocessScriptLauncher):
@@ -99,6 +101,8 @@ def _script_command() -> list[str]:
 
     if getattr(__main__, "__spec__", None) is None:
         return [sys.executable, os.path.abspath(sys.argv[0])]
+    if __main__.__spec__.name == "submitit.core._submit":  # a job of hydra/launcher=local|slurm
+        return [sys.executable, submitit_task_script()]
     return [sys.executable, "-m", __main__.__spec__.name]
 
 

@@ -1,4 +1,6 @@
-"""Experiment loggers from the ``logger`` config group, and a W&B logger that never blocks a run.
+"""Experiment loggers from the ``logger`` config group: a W&B logger that never blocks a run, a CSV
+logger that keeps its rows when a run resumes in place, TensorBoard's HParams tab, and the
+logger that remembers what ``summary.json`` reports.
 
 W&B mode: ``logger.wandb.mode`` if set, else ``WANDB_MODE``, else ``online`` when credentials
 exist (``WANDB_API_KEY``, an identity token file, or a netrc entry for the W&B host) and
@@ -8,6 +10,8 @@ exist (``WANDB_API_KEY``, an identity token file, or a netrc entry for the W&B h
 
 from __future__ import annotations
 
+import csv
+import functools
 import logging
 import netrc
 import os
@@ -18,9 +22,18 @@ from urllib.parse import urlparse
 
 from hydra.utils import instantiate
 from lightning.fabric.loggers.logger import rank_zero_experiment
-from lightning.pytorch.loggers import Logger, WandbLogger
+from lightning.fabric.utilities.rank_zero import rank_zero_only
+from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
 
-from transformer_nmt.private_api import forget_wandb_run, wandb_init_options, wandb_run
+from transformer_nmt.atomic import write_file_atomically
+from transformer_nmt.private_api import (
+    csv_writer_keeping_its_directory,
+    forget_wandb_run,
+    tensorboard_file_writer,
+    wandb_init_options,
+    wandb_run,
+)
+from transformer_nmt.tracking.overrides import job_name
 
 log = logging.getLogger(__name__)
 
@@ -97,10 +110,9 @@ def _hydra_group_and_name() -> tuple[str | None, str | None]:
     if not HydraConfig.initialized():
         return None, None
     hydra = HydraConfig.get()
-    name = hydra.job.override_dirname or None
     if hydra.mode == RunMode.MULTIRUN:
-        return str(hydra.sweep.dir), name or f"job{hydra.job.num}"
-    return None, name
+        return str(hydra.sweep.dir), job_name(hydra) or f"job{hydra.job.num}"
+    return None, hydra.job.override_dirname or None
 
 
 class ResilientWandbLogger(WandbLogger):
@@ -111,6 +123,8 @@ class ResilientWandbLogger(WandbLogger):
     def experiment(self):
         if wandb_run(self) is None:
             options = wandb_init_options(self)
+            if options.get("anonymous") is None:  # wandb >= 0.22 warns about it even when unset
+                options.pop("anonymous", None)
             try:
                 super().experiment  # noqa: B018 — starts the run
             except Exception as error:  # wandb raises several types for network/auth trouble
@@ -130,3 +144,123 @@ class ResilientWandbLogger(WandbLogger):
         if run is not None and hasattr(run, "finish"):
             run.finish(exit_code=0 if success else 1)
             forget_wandb_run(self)
+
+
+class LoggedMetrics(Logger):
+    """A logger that keeps the last value and step of every metric logged to the run's loggers:
+    what ``summary.json`` reports, so that it agrees with the other loggers' last points."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.values: dict[str, float] = {}
+        self.steps: dict[str, int | None] = {}
+
+    @property
+    def name(self) -> str:
+        return "summary"
+
+    @property
+    def version(self) -> str:
+        return ""
+
+    def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        for key, value in metrics.items():
+            self.values[key] = float(value)
+            self.steps[key] = step
+
+    def log_hyperparams(self, params: Any, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+class ResumableCSVLogger(CSVLogger):
+    """Lightning's ``CSVLogger``, except in a directory that already holds a ``metrics.csv`` (a run
+    resumed in place): Lightning would delete it; this logger keeps its rows up to the first step
+    the new run logs, and writes the new rows after them, so the file stays one curve."""
+
+    @property
+    def experiment(self):
+        if self._experiment is None and rank_zero_only.rank == 0:
+            self._fs.makedirs(self.root_dir, exist_ok=True)
+            self._experiment = _continuing_writer_class()(self.log_dir)
+        return super().experiment
+
+
+@functools.cache
+def _continuing_writer_class() -> type:
+    class ContinuingWriter(csv_writer_keeping_its_directory()):
+        """Holds back a previous run's rows until its own first save, then keeps those logged
+        before its first step (the resumed run logs the later ones again)."""
+
+        def __init__(self, log_dir: str) -> None:
+            super().__init__(log_dir)
+            self._earlier = _read_csv(self.metrics_file_path)
+
+        def save(self) -> None:
+            if self._earlier is not None and self.metrics:
+                header, rows = self._earlier
+                first = min(int(m["step"]) for m in self.metrics)
+                kept = [row for row in rows if _row_step(row) < first]
+
+                def write(handle) -> None:
+                    writer = csv.DictWriter(handle, fieldnames=header)
+                    writer.writeheader()
+                    writer.writerows(kept)
+
+                write_file_atomically(self.metrics_file_path, write, binary=False)
+                self.metrics_keys = list(header)
+                self._earlier = None
+            super().save()
+
+    return ContinuingWriter
+
+
+def _read_csv(path: str) -> tuple[list[str], list[dict[str, str]]] | None:
+    if not os.path.isfile(path):
+        return None
+    with open(path, newline="") as handle:
+        reader = csv.DictReader(handle)
+        rows = list(reader)
+        return list(reader.fieldnames or []), rows
+
+
+def _row_step(row: Mapping[str, str]) -> float:
+    try:
+        return float(row.get("step") or "inf")
+    except ValueError:
+        return float("inf")
+
+
+def log_final_hyperparameters(
+    loggers: list[Logger], hyperparameters: Mapping[str, Any], metric_names: list[str]
+) -> None:
+    """Fill TensorBoard's HParams tab: the run's hyper-parameters (flattened, ``model/d_model``)
+    and its final metrics, whose values TensorBoard takes from their last logged points.
+
+    Lightning writes the HParams summary only when ``log_hyperparams`` gets metrics, and then
+    logs those metrics again at step 0; this writes the summary alone, once the metrics exist.
+    Call on rank 0.
+    """
+    from torch.utils.tensorboard.summary import hparams
+
+    flat = {key: _hparam_value(value) for key, value in _flatten(hyperparameters).items()}
+    summaries = hparams(flat, dict.fromkeys(metric_names, 0.0))
+    for logger in loggers:
+        if isinstance(logger, TensorBoardLogger):
+            writer = tensorboard_file_writer(logger.experiment)
+            for summary in summaries:
+                writer.add_summary(summary)
+            logger.experiment.flush()
+
+
+def _flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, Mapping) and value:
+            flat.update(_flatten(value, f"{prefix}{key}/"))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _hparam_value(value: Any) -> bool | int | float | str:
+    return value if isinstance(value, bool | int | float | str) else str(value)

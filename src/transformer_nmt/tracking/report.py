@@ -135,7 +135,21 @@ def markdown_table(runs: list[Run]) -> str:
 
 
 def plot(runs: list[Run], out_file: Path, x_key: str | None = None, metric: str | None = None):
-    """Metric against one swept value, one line per combination of the other swept values."""
+    """Write :func:`figure` as a PNG; returns ``out_file``."""
+    drawn = figure(runs, x_key, metric)
+    write_file_atomically(
+        out_file, lambda handle: drawn.savefig(handle, format="png", dpi=120), binary=True
+    )
+    return out_file
+
+
+def figure(runs: list[Run], x_key: str | None = None, metric: str | None = None):
+    """The metric against one swept value, one series per combination of the other swept values.
+
+    A numeric axis (``model.n_heads``) draws lines in numeric order; a categorical one
+    (``model=prenorm,postnorm``) draws points, side by side per series, its categories and the
+    series in the table's (job) order.
+    """
     from matplotlib.figure import Figure  # not pyplot: leaves the caller's backend alone
 
     axes = swept_keys(runs)
@@ -144,34 +158,42 @@ def plot(runs: list[Run], out_file: Path, x_key: str | None = None, metric: str 
     )
     if metric is None:
         metric = DEV_BLEU if any(run.metric(DEV_BLEU) is not None for run in runs) else DEV_PPL
-    groups: dict[str, list[tuple[str, float]]] = {}
+    categories: list[str] = []  # x values in table order
+    series: dict[str, list[tuple[str, float]]] = {}  # label -> points, in table order
     for run in runs:
+        x = run.overrides.get(x_key, run.name) if x_key else run.name
+        if x not in categories:
+            categories.append(x)
         value = run.metric(metric)
         if value is None:
             continue
         label = ", ".join(f"{k}={run.overrides.get(k)}" for k in axes if k != x_key) or metric
-        x = run.overrides.get(x_key, run.name) if x_key else run.name
-        groups.setdefault(label, []).append((x, value))
+        series.setdefault(label, []).append((x, value))
 
-    figure = Figure(figsize=(6, 4))
-    ax = figure.subplots()
-    numeric = x_key is not None and _all_numeric(runs, x_key)
-    for label, points in sorted(groups.items()):
-        points.sort(key=lambda p: float(p[0]) if numeric else p[0])
-        xs = [float(x) for x, _ in points] if numeric else [x for x, _ in points]
-        ax.plot(xs, [y for _, y in points], marker="o", label=label)
+    drawn = Figure(figsize=(6, 4))
+    ax = drawn.subplots()
+    if x_key is not None and _all_numeric(runs, x_key):
+        for label, points in series.items():
+            points.sort(key=lambda p: float(p[0]))
+            xs = [float(x) for x, _ in points]
+            ax.plot(xs, [y for _, y in points], marker="o", label=label)
+    else:
+        spread = 0.3 / max(len(series) - 1, 1)  # series side by side within a category
+        for index, (label, points) in enumerate(series.items()):
+            shift = (index - (len(series) - 1) / 2) * spread if len(series) > 1 else 0.0
+            xs = [categories.index(x) + shift for x, _ in points]
+            ax.plot(xs, [y for _, y in points], marker="o", linestyle="none", label=label)
+        ax.set_xticks(range(len(categories)), categories)
+        ax.set_xlim(-0.5, len(categories) - 0.5)
     ax.set_xlabel(x_key or "run")
     ax.set_ylabel(metric)
     missing = sum(run.metric(metric) is None for run in runs)
     ax.set_title(f"{metric} ({missing} of {len(runs)} runs missing)" if missing else metric)
-    if groups:
+    if series:
         ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
-    figure.tight_layout()
-    write_file_atomically(
-        out_file, lambda handle: figure.savefig(handle, format="png", dpi=120), binary=True
-    )
-    return out_file
+    drawn.tight_layout()
+    return drawn
 
 
 def write_report(sweep_dir: Path, out_dir: Path | None = None, x_key: str | None = None):

@@ -1,11 +1,13 @@
 """``summary.json``: what one run did, for ``python report.py <sweep dir>``.
 
-Keys: ``status`` (finished | interrupted | failed) and ``error``; ``overrides`` (the job's
-command-line overrides, which define it within a sweep); ``model`` (every TransformerConfig field),
-``label_smoothing``, ``warmup``, ``scheduler``, ``params``; ``steps``, ``world_size``,
-``wall_time_s`` (the whole job) and ``fit_time_s`` (``trainer.fit`` alone); ``metrics`` (the
-last logged value of every metric, then the final evaluation's ``val/*`` and ``test/*``: loss,
-nll, ppl and, if decoded, bleu and chrf; non-finite values are null); ``best`` (the best
+Keys: ``status`` (finished | interrupted | requeued | failed) and ``error``; ``overrides``
+(the job's command-line overrides, which define it within a sweep); ``model`` (every
+TransformerConfig field), ``label_smoothing``, ``warmup``, ``scheduler``, ``params``; ``steps``,
+``world_size``, ``wall_time_s`` (the whole job) and ``fit_time_s`` (``trainer.fit`` alone);
+``metrics`` (the last value of every metric the loggers received, so the same as W&B's,
+TensorBoard's and ``metrics.csv``'s last points; the final evaluation's ``val/*`` and ``test/*``:
+loss, nll, ppl and, if decoded, bleu and chrf, come last; non-finite values are null) and
+``metric_steps`` (the global step each of those values was logged at); ``best`` (the best
 checkpoint's monitor, score and path).
 """
 
@@ -23,6 +25,8 @@ from transformer_nmt.atomic import write_text_atomically
 if TYPE_CHECKING:
     import lightning.pytorch as pl
 
+    from transformer_nmt.tracking.loggers import LoggedMetrics
+
 SUMMARY_FILE = "summary.json"
 
 
@@ -31,20 +35,19 @@ def run_summary(
     module,
     status: str,
     error: str | None = None,
-    metrics: dict | None = None,
+    metrics: LoggedMetrics | None = None,
     overrides: list[str] | None = None,
     wall_time_s: float | None = None,
     fit_time_s: float | None = None,
 ) -> dict:
-    """The summary of a run; ``metrics`` defaults to the trainer's last logged metrics.
+    """The summary of a run; ``metrics`` is the run's :class:`LoggedMetrics`.
 
     A run that failed before its trainer or module existed (a config error) has no trainer or
     module: what they would tell is null.
     """
     from lightning.pytorch.callbacks import ModelCheckpoint
 
-    if metrics is None:
-        metrics = {} if trainer is None else finite_metrics(trainer.callback_metrics)
+    values, steps = (metrics.values, metrics.steps) if metrics is not None else ({}, {})
     callbacks = [] if trainer is None else trainer.callbacks
     best = next((c for c in callbacks if isinstance(c, ModelCheckpoint)), None)
     best_score = (
@@ -63,7 +66,8 @@ def run_summary(
         "world_size": None if trainer is None else trainer.world_size,
         "wall_time_s": _seconds(wall_time_s),
         "fit_time_s": _seconds(fit_time_s),
-        "metrics": metrics,
+        "metrics": finite_metrics(values),
+        "metric_steps": dict(steps),
         "best": {
             "monitor": None if best is None else best.monitor,
             "score": best_score,
