@@ -68,7 +68,7 @@ def test_tensorboard_and_sample_translations_are_written(many_loggers_run):
 
 def test_train_log_reads_without_a_progress_bar(many_loggers_run):
     """A line every log_every_n_steps (1 here) optimizer steps and one per validation."""
-    run_dir, _ = many_loggers_run
+    run_dir, _, _ = many_loggers_run
     text = (run_dir / "train.log").read_text()
     line = (
         r"step (\d+)/8 \(\d+\.\d%\) \| epoch 0 \| loss (\d+\.\d{3}) \| lr (\S+) \| [\d,]+ tok/s "
