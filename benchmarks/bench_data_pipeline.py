@@ -181,6 +181,7 @@ def run_train(
         "trainer.enable_model_summary=false",
         "logger=none",
         "final_eval.splits=[]",
+        "optimized_metric=null",  # no final evaluation at all
         "callbacks.sample_translations=null",
         "callbacks.best_checkpoint=null",
         f"+callbacks.first_step._target_={Path(__file__).stem}.FirstStepClock",

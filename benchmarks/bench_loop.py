@@ -101,6 +101,7 @@ def train_overrides(args, cache_dir: str, run_dir: str) -> list[str]:
         f"trainer.max_steps={args.steps}",
         "trainer.num_sanity_val_steps=0",
         "final_eval.splits=[]",
+        "optimized_metric=null",  # no final evaluation at all
         f"hydra.run.dir={run_dir}",
     ]
     if args.no_progress_bar:

@@ -12,7 +12,8 @@ from tests.helpers.commands import run_train
 from tests.helpers.hydra_config import compose_config
 from tests.helpers.tiny_runs import without
 from tests.helpers.wandb_records import wandb_run
-from transformer_nmt.evaluation.final_eval import FinalEvalConfig
+from transformer_nmt.decoding import SearchOptions
+from transformer_nmt.evaluation.final_eval import FinalEvalConfig, final_evaluation
 from transformer_nmt.tracking.objective import (
     METRICS,
     ObjectiveError,
@@ -51,6 +52,26 @@ def test_the_metric_always_has_a_value_or_a_clear_error():
         objective_value("val/ppl", {"val/ppl": None})
     with pytest.raises(ObjectiveError, match="test/bleu has no value: the final evaluation"):
         objective_value("test/bleu", {"val/bleu": 1.0})
+
+
+def test_a_final_evaluation_skipped_by_limit_batches_leaves_the_metric_unset_and_says_why():
+    """trainer.limit_val_batches=0 makes Lightning's validate() return no results: the final
+    evaluation then has no val/* values, and optimizing one names the cause and the fix."""
+
+    class SkippingTrainer:  # what Lightning returns with limit_{val,test}_batches=0
+        global_step, loggers, callback_metrics = 10, [], {}
+
+        def validate(self, *args, **kwargs):
+            return []
+
+        test = validate
+
+    module = type("Module", (), {"last_validated_step": None})()
+    config = FinalEvalConfig(splits=["val", "test"], bleu=False)
+    metrics = final_evaluation(SkippingTrainer(), module, None, config, SearchOptions())
+    assert not any(value is not None for value in metrics.values())
+    with pytest.raises(ObjectiveError, match=r"limit_val_batches=0.*optimized_metric=null"):
+        objective_value("val/ppl", metrics)
 
 
 def test_the_wandb_sweep_runs_train_py_with_its_values_as_hydra_overrides():

@@ -19,6 +19,7 @@ from omegaconf import DictConfig, MissingMandatoryValue
 from transformer_nmt.checkpoint import CheckpointError
 from transformer_nmt.data import DataError
 from transformer_nmt.export.errors import MissingDependencyError, UnsupportedModelError
+from transformer_nmt.tracking.objective import ObjectiveError
 
 log = logging.getLogger(__name__)
 Result = TypeVar("Result")
@@ -45,6 +46,7 @@ USER_ERRORS = (
     UnsupportedModelError,
     MissingDependencyError,
     FileExistsError,
+    ObjectiveError,
 )
 
 

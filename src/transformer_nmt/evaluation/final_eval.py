@@ -62,10 +62,9 @@ def final_evaluation(
     for split in config.splits:
         if split == "val" and getattr(module, "last_validated_step", None) == trainer.global_step:
             results = trainer.callback_metrics  # the last validation saw these very weights
-        elif split == "val":
-            results = trainer.validate(module, datamodule=datamodule, verbose=False)[0]
-        else:
-            results = trainer.test(module, datamodule=datamodule, verbose=False)[0]
+        else:  # one dict per dataloader; none when trainer.limit_{val,test}_batches=0
+            run = trainer.validate if split == "val" else trainer.test
+            results = next(iter(run(module, datamodule=datamodule, verbose=False)), {})
         metrics.update(finite_metrics(results, prefix=f"{split}/"))
         if config.bleu and f"{split}/bleu" not in metrics:  # a BleuCallback may have scored it
             scored = translate_and_score(

@@ -56,8 +56,16 @@ def objective_value(metric: str | None, metrics: Mapping[str, float | None]) -> 
     check_metric(metric)
     value = metrics.get(metric)
     if value is None or not math.isfinite(value):
-        found = "it is not finite" if metric in metrics else "the final evaluation did not run"
-        raise ObjectiveError(f"optimized_metric={metric} has no value: {found}")
+        found = (
+            "it is not finite"
+            if metric in metrics
+            else "the final evaluation did not compute it (trainer.limit_val_batches=0 or "
+            "limit_test_batches=0 skips its split)"
+        )
+        raise ObjectiveError(
+            f"optimized_metric={metric} has no value: {found}; set optimized_metric=null for a "
+            f"run that optimises nothing"
+        )
     return float(value)
 
 
