@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,25 @@ def run_train(args: list[str], cwd: Path, timeout: float = 240, env: dict | None
             f"train.py {' '.join(args)} failed:\n{result.stdout[-4000:]}\n{result.stderr[-6000:]}"
         )
     return result
+
+
+def start_train_until(
+    args: list[str], cwd: Path, path: Path, stdout=subprocess.DEVNULL, timeout: float = 180
+) -> subprocess.Popen:
+    """Start ``python train.py args`` in ``cwd`` and return it, running, once ``path`` exists
+    (or the process ended, or ``timeout`` seconds passed: the caller checks which)."""
+    process = subprocess.Popen(
+        script_command("train.py", *args),
+        cwd=cwd,
+        env=script_environment(),
+        stdout=stdout,
+        stderr=subprocess.STDOUT if stdout is subprocess.PIPE else subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + timeout
+    try:
+        while not path.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+    except BaseException:
+        process.kill()
+        raise
+    return process

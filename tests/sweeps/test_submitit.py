@@ -5,12 +5,11 @@ import os
 import re
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.commands import run_train, script_command, script_environment
+from tests.helpers.commands import run_train, start_train_until
 from tests.helpers.tiny_runs import ablation_overrides, logged_metrics, without
 
 
@@ -61,24 +60,15 @@ def test_a_signalled_job_is_requeued_and_continues_from_the_step_it_saved(
     devices, tiny_overrides, tmp_path
 ):
     sweep_dir, max_steps = tmp_path / "sweep", 200
-    command = script_command(
-        "train.py", "-m", "hydra/launcher=local", *without(tiny_overrides, "trainer.val_"),
+    job_dir, last = sweep_dir / "0", sweep_dir / "0" / "checkpoints" / "last.ckpt"
+    args = [
+        "-m", "hydra/launcher=local", *without(tiny_overrides, "trainer.val_"),
         f"trainer.max_steps={max_steps}", "trainer.val_check_interval=1000",
         "callbacks.last_checkpoint.every_n_train_steps=10", f"hydra.sweep.dir={sweep_dir}",
         "trainer.accelerator=cpu", f"trainer.devices={devices}",
-    )  # fmt: skip
-    process = subprocess.Popen(
-        command,
-        cwd=tmp_path,
-        env=script_environment(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    job_dir, last = sweep_dir / "0", sweep_dir / "0" / "checkpoints" / "last.ckpt"
+    ]  # fmt: skip
+    process = start_train_until(args, tmp_path, last, stdout=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 180
-        while not last.exists() and process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
         task = submitit_task(process.pid)
         assert last.exists() and task is not None, "the job never started training"
         os.kill(task, signal.SIGUSR2)  # what SLURM sends before the time limit or pre-emption

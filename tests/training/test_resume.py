@@ -9,13 +9,11 @@ learning rates equal the reference's at the same steps, and so do the final weig
 """
 
 import signal
-import subprocess
-import time
 
 import pytest
 import torch
 
-from tests.helpers.commands import run_train, script_command, script_environment
+from tests.helpers.commands import run_train, start_train_until
 from tests.helpers.tiny_runs import logged_metrics
 
 
@@ -28,22 +26,13 @@ def train_losses(run_dir) -> dict[int, tuple[float, float]]:
 def test_sigkill_mid_epoch_then_resume_continues_the_loss_curve(tiny_overrides, tmp_path):
     base = [*tiny_overrides, "callbacks.sample_translations=null", "trainer.val_check_interval=7"]
     killed = tmp_path / "killed"
-    command = script_command(
-        "train.py", *base, "trainer.max_steps=100000",
-        "callbacks.last_checkpoint.every_n_train_steps=5", f"hydra.run.dir={killed}",
-    )  # fmt: skip
-    process = subprocess.Popen(
-        command,
-        cwd=tmp_path,
-        env=script_environment(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
     last = killed / "checkpoints" / "last.ckpt"
+    args = [
+        *base, "trainer.max_steps=100000", "callbacks.last_checkpoint.every_n_train_steps=5",
+        f"hydra.run.dir={killed}",
+    ]  # fmt: skip
+    process = start_train_until(args, tmp_path, last)
     try:
-        deadline = time.monotonic() + 180
-        while not last.exists() and process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
         assert last.exists(), "the run wrote no checkpoint"
     finally:
         process.send_signal(signal.SIGKILL)
