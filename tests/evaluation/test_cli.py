@@ -106,3 +106,30 @@ def test_a_foreign_checkpoint_gives_one_clear_error(tmp_path):
     assert result.returncode == 1 and len(stderr) == 1
     assert stderr[0].startswith(f"error: {foreign} is not a transformer-nmt checkpoint")
     assert "Traceback" not in result.stderr
+
+
+def test_an_evaluate_sweep_prints_one_row_of_scores_per_length_penalty(tmp_path, workspace):
+    sweep = tmp_path / "sweep"
+    result = run_script(
+        "evaluate.py", "-m", f"ckpt_path={workspace.ckpt_path}", "data=multi30k",
+        f"data.data_dir={workspace.corpus_dir}", "split=val", "search.beam_size=2",
+        "search.max_len_b=6", "search.length_penalty=0.0,1.5", f"hydra.sweep.dir={sweep}",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    references = [tgt for _, tgt in workspace.pairs["val"]]
+    table = (sweep / "scores.md").read_text()
+    assert table.strip() in result.stdout  # printed when the sweep ends
+    rows = [line.split(" | ") for line in table.splitlines()[2:]]
+    assert [row[0].strip("| ") for row in rows] == ["0.0", "1.5"]
+    for job, row in zip(("0", "1"), rows, strict=True):
+        scores = json.loads((sweep / job / "scores.val.json").read_text())
+        hypotheses = (sweep / job / "hyps.val.txt").read_text(encoding="utf-8").split("\n")[:-1]
+        bleu = sacrebleu.corpus_bleu(hypotheses, [references])
+        assert scores["search"]["length_penalty"] == float(row[0].strip("| "))
+        assert scores["brevity_penalty"] == pytest.approx(bleu.bp)
+        assert scores["length_ratio"] == pytest.approx(bleu.ratio)
+        assert row[1:5] == ["val", row[2], f"{bleu.bp:.3f}", f"{bleu.ratio:.3f}"]
+        assert row[2].strip("*") == f"{bleu.score:.2f}"
+    best = max(float(row[2].strip("*")) for row in rows)
+    assert all(row[2].startswith("**") == (float(row[2].strip("*")) == best) for row in rows)

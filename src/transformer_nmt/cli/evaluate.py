@@ -48,6 +48,8 @@ def evaluate_command(cfg: DictConfig) -> dict:
     report = {
         "bleu": scores.bleu,
         "chrf": scores.chrf,
+        "brevity_penalty": scores.brevity_penalty,
+        "length_ratio": scores.length_ratio,
         "bleu_signature": scores.bleu_signature,
         "chrf_signature": scores.chrf_signature,
         "bleu_details": scores.bleu_details,

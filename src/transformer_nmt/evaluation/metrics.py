@@ -19,6 +19,8 @@ class CorpusScores:
     bleu_details: str  # e.g. BLEU = 34.12 65.1/40.2/27.3/18.9 (BP = 1.000 ratio = ...)
     chrf_details: str
     n_sentences: int
+    brevity_penalty: float  # BLEU's BP: 1 when the output is at least as long as the references
+    length_ratio: float  # output length / reference length, in 13a tokens
 
     @property
     def bleu_report(self) -> str:
@@ -54,4 +56,6 @@ def corpus_scores(hypotheses: Sequence[str], references: Sequence[str]) -> Corpu
         bleu_details=str(bleu_score),
         chrf_details=str(chrf_score),
         n_sentences=len(hypotheses),
+        brevity_penalty=bleu_score.bp,
+        length_ratio=bleu_score.ratio,
     )

@@ -59,7 +59,7 @@ def swept_keys(hydra: Any) -> set[str]:
     from hydra.errors import HydraException
 
     arguments = [f"{key}={value}" for key, value in (hydra.sweeper.get("params") or {}).items()]
-    saved = _sweep_dir(hydra) / SWEEP_OVERRIDES_FILE
+    saved = sweep_dir_of(hydra) / SWEEP_OVERRIDES_FILE
     if saved.is_file():
         import yaml
 
@@ -84,13 +84,14 @@ class SaveSweepOverrides(Callback):
 
         from transformer_nmt.atomic import write_text_atomically
 
-        sweep_dir = _sweep_dir(config.hydra)
+        sweep_dir = sweep_dir_of(config.hydra)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         overrides = OmegaConf.to_yaml(OmegaConf.create(list(config.hydra.overrides.task)))
         write_text_atomically(sweep_dir / SWEEP_OVERRIDES_FILE, overrides)
 
 
-def _sweep_dir(hydra: Any) -> Path:
+def sweep_dir_of(hydra: Any) -> Path:
+    """The sweep directory of a Hydra config, absolute (relative ones are under the launch cwd)."""
     sweep_dir = Path(str(hydra.sweep.dir))
     if sweep_dir.is_absolute() or not hydra.runtime.get("cwd"):
         return sweep_dir
