@@ -154,6 +154,7 @@ class Run:
     peak_before_step_gib: float = 0.0
     peak_training_gib: float = 0.0
     peak_by_role_gib: dict[str, float] = field(default_factory=dict)
+    peak_anon_by_role_gib: dict[str, float] = field(default_factory=dict)  # Pss_Anon alone
     ready_by_role_gib: dict[str, float] = field(default_factory=dict)  # as the first step starts
     returncode: int = 0
 
@@ -221,6 +222,7 @@ def run_train(
     result.peak_before_step_gib = sampler.peak_gib(until=ready)
     result.peak_training_gib = sampler.peak_gib(since=ready)
     result.peak_by_role_gib = sampler.peak_by_role_gib()
+    result.peak_anon_by_role_gib = sampler.peak_by_role_gib(anonymous=True)
     result.ready_by_role_gib = sampler.by_role_at_gib(ready)
     result.bpe_s = _logged_seconds(log_text, r"trained joint BPE .* in ([\d.]+) ?s")
     result.encode_s = _logged_seconds(
@@ -245,19 +247,23 @@ def print_tables(results: dict[int, dict[str, Run]]) -> None:
     """The summary table (one row per N) and every process's PSS."""
     print(
         "\n| N pairs | BPE s | encode s (writing) | cold → 1st step s | prep peak GiB "
-        "| warm → 1st step s | main before 1st step GiB | warm peak GiB | worker peak GiB "
+        "| warm → 1st step s | main before 1st step GiB | warm peak GiB "
+        "| worker peak GiB (anonymous) "
         "| DDP peak GiB | 2nd rank + its workers before its step GiB |"
     )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n_pairs, runs in results.items():
         cold, warm, ddp = runs["cold"], runs["warm"], runs.get("ddp")
-        workers = [
-            gib
-            for run in (warm, ddp)
-            if run is not None
-            for role, gib in run.peak_by_role_gib.items()
-            if "worker" in role
-        ]
+        workers, workers_anon = (
+            [
+                gib
+                for run in (warm, ddp)
+                if run is not None
+                for role, gib in getattr(run, peaks).items()
+                if "worker" in role
+            ]
+            for peaks in ("peak_by_role_gib", "peak_anon_by_role_gib")
+        )
         main_ready = warm.ready_by_role_gib.get("main", float("nan"))
         second = (
             sum(gib for role, gib in ddp.ready_by_role_gib.items() if role.startswith("rank1"))
@@ -269,13 +275,18 @@ def print_tables(results: dict[int, dict[str, Run]]) -> None:
             f"| {_fmt(cold.seconds_to_first_step)} | {cold.peak_before_step_gib:.2f} "
             f"| {_fmt(warm.seconds_to_first_step)} | {main_ready:.2f} "
             f"| {warm.peak_training_gib:.2f} | {max(workers, default=float('nan')):.2f} "
+            f"({max(workers_anon, default=float('nan')):.2f}) "
             f"| {_fmt(ddp.peak_training_gib if ddp else None, 2)} | {_fmt(second, 2)} |"
         )
-    print("\nPSS per process (GiB) as the first step starts | peak over the run:")
+    print(
+        "\nPSS per process (GiB) as the first step starts | peak over the run "
+        "(peak of its anonymous part):"
+    )
     for n_pairs, runs in results.items():
         for name, run in runs.items():
             roles = ", ".join(
-                f"{role} {run.ready_by_role_gib.get(role, float('nan')):.2f} | {peak:.2f}"
+                f"{role} {run.ready_by_role_gib.get(role, float('nan')):.2f} | {peak:.2f} "
+                f"({run.peak_anon_by_role_gib.get(role, float('nan')):.2f})"
                 for role, peak in sorted(run.peak_by_role_gib.items())
             )
             print(f"  N={n_pairs:,} {name}: {roles}")

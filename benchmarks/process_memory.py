@@ -4,7 +4,9 @@ descendants (DDP ranks, DataLoader workers), sampled in a background thread.
 Not part of the package: ``benchmarks/*.py`` import it as a sibling module. Linux only (reads
 ``/proc``). PSS charges a page shared by k processes 1/k to each, so the sum over the tree counts
 a memory-mapped file or a copy-on-write page inherited by forked workers once, where the sum of
-resident sizes would count it once per process.
+resident sizes would count it once per process. Each sample also keeps the anonymous part
+(``Pss_Anon``: heaps, arrays, copied-on-write pages) apart from the file-backed part (shared
+libraries and memory-mapped data, which the kernel can drop and read again).
 """
 
 from __future__ import annotations
@@ -17,16 +19,17 @@ from pathlib import Path
 _PROC = Path("/proc")
 
 
-def pss_kib(pid: int) -> int | None:
-    """The PSS of one process in KiB, or None if it is gone (or not readable)."""
+def pss_kib(pid: int) -> tuple[int, int] | None:
+    """The PSS of one process and its anonymous part (``Pss_Anon``), KiB; None if it is gone (or
+    not readable)."""
     try:
         text = (_PROC / str(pid) / "smaps_rollup").read_text()
     except OSError:
         return None
-    for line in text.splitlines():
-        if line.startswith("Pss:"):
-            return int(line.split()[1])
-    return None
+    fields = dict(line.split()[:2] for line in text.splitlines()[1:] if line.endswith("kB"))
+    if "Pss:" not in fields:
+        return None
+    return int(fields["Pss:"]), int(fields.get("Pss_Anon:", 0))
 
 
 def children(pid: int) -> list[int]:
@@ -66,10 +69,12 @@ def command_line(pid: int) -> str:
 
 @dataclass
 class TreeSample:
-    """One reading: seconds since the sampler started, and PSS per live process (KiB)."""
+    """One reading: seconds since the sampler started, and PSS per live process (KiB), all of it
+    and its anonymous part."""
 
     t: float
     pss: dict[int, int]
+    anon: dict[int, int] = field(default_factory=dict)
 
     @property
     def total_kib(self) -> int:
@@ -108,16 +113,17 @@ class TreeMemorySampler:
     def _run(self) -> None:
         while not self._stop.is_set():
             tree = process_tree(self.root)
-            readings = {}
+            readings, anonymous = {}, {}
             for pid, parent in tree.items():
                 kib = pss_kib(pid)
                 if kib is None:
                     continue
-                readings[pid] = kib
+                readings[pid], anonymous[pid] = kib
                 if pid not in self.roles:
                     self._name(pid, parent)
             if readings:
-                self.samples.append(TreeSample(time.perf_counter() - self._started, readings))
+                now = time.perf_counter() - self._started
+                self.samples.append(TreeSample(now, readings, anonymous))
             self._stop.wait(self.interval)
 
     def _name(self, pid: int, parent: int | None) -> None:
@@ -139,12 +145,15 @@ class TreeMemorySampler:
         totals = [s.total_kib for s in self.samples if since <= s.t <= until]
         return max(totals, default=0) / 2**20
 
-    def peak_by_role_gib(self, since: float = 0.0, until: float = float("inf")) -> dict[str, float]:
-        """Each process's highest PSS (GiB) between ``since`` and ``until``, by role."""
+    def peak_by_role_gib(
+        self, since: float = 0.0, until: float = float("inf"), anonymous: bool = False
+    ) -> dict[str, float]:
+        """Each process's highest PSS (GiB) between ``since`` and ``until``, by role; with
+        ``anonymous``, the highest of its anonymous part."""
         peaks: dict[str, float] = {}
         for sample in self.samples:
             if since <= sample.t <= until:
-                for pid, kib in sample.pss.items():
+                for pid, kib in (sample.anon if anonymous else sample.pss).items():
                     role = self.roles.get(pid, str(pid))
                     peaks[role] = max(peaks.get(role, 0.0), kib / 2**20)
         return peaks

@@ -58,3 +58,18 @@ def test_a_non_finite_loss_or_gradient_raises_with_the_step_and_the_fix():
         check_finite_update(step=7, loss=float("nan"), grad_norm=0.7)
     with pytest.raises(NonFiniteLossError, match=r"gradient not finite at step 7 \(loss 2.5"):
         check_finite_update(step=7, loss=2.5, grad_norm=float("inf"))
+
+
+def test_a_non_finite_update_ends_the_command_with_one_error_line(capsys):
+    from omegaconf import OmegaConf
+
+    from transformer_nmt.cli.errors import exit_on_user_error
+
+    def diverging_training(cfg):
+        check_finite_update(step=7, loss=float("nan"), grad_norm=0.7)
+
+    with pytest.raises(SystemExit) as stopped:
+        exit_on_user_error(diverging_training, OmegaConf.create({}))
+    assert stopped.value.code == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: training loss not finite at step 7")

@@ -20,6 +20,7 @@ from transformer_nmt.checkpoint import CheckpointError
 from transformer_nmt.data import DataError
 from transformer_nmt.export.errors import MissingDependencyError, UnsupportedModelError
 from transformer_nmt.tracking.objective import ObjectiveError
+from transformer_nmt.training.loss import NonFiniteLossError
 
 log = logging.getLogger(__name__)
 Result = TypeVar("Result")
@@ -47,6 +48,7 @@ USER_ERRORS = (
     MissingDependencyError,
     FileExistsError,
     ObjectiveError,
+    NonFiniteLossError,  # the run diverged: the message says what to change and how to resume
 )
 
 
