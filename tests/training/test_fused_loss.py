@@ -129,7 +129,7 @@ def test_backward_scales_and_retains_like_autograd():
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_half_precision_inputs_compute_in_float32(dtype):
     """The sums equal the float32 path on the upcast values; gradients come back in the input
-    dtype; bf16 autocast does not lower the precision."""
+    dtype."""
     hidden, weight, labels = make_inputs(dtype=dtype)
     ours, grad_hidden, grad_weight = sums_and_grads(fused, hidden, weight, labels, 0.1)
     theirs, plain_grad_hidden, _ = sums_and_grads(
@@ -138,9 +138,32 @@ def test_half_precision_inputs_compute_in_float32(dtype):
     assert ours.loss_sum.dtype == torch.float32 and grad_hidden.dtype == grad_weight.dtype == dtype
     assert_close_float32(ours.loss_sum, theirs.loss_sum)
     torch.testing.assert_close(grad_hidden.float(), plain_grad_hidden, rtol=1e-2, atol=1e-4)
+
+
+def plain_on_bf16_logits(hidden, weight, labels, epsilon):
+    """The plain path under bf16 autocast: bf16 logits (F.linear's), a float32 loss on them."""
+    logits = (hidden.bfloat16() @ weight.bfloat16().t()).float()
+    return label_smoothed_loss(logits, labels, PAD, epsilon)
+
+
+def test_under_autocast_the_products_run_in_its_dtype():
+    """Under bf16 autocast the logits are the bf16 product, as on the plain path, and the softmax
+    and sums float32: the loss equals the plain path's on those logits to float32 rounding, the
+    gradients to bf16 rounding (the products behind them are bf16 on both paths)."""
+    hidden, weight, labels = make_inputs(n=200, d=64, vocab=500)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        autocast, _, _ = sums_and_grads(fused, hidden, weight, labels, 0.1)
-    assert torch.equal(autocast.loss_sum, ours.loss_sum)
+        ours, grad_hidden, grad_weight = sums_and_grads(fused, hidden, weight, labels, 0.1)
+    theirs, plain_grad_hidden, plain_grad_weight = sums_and_grads(
+        plain_on_bf16_logits, hidden, weight, labels, 0.1
+    )
+    _, float32_grad_hidden, _ = sums_and_grads(fused, hidden, weight, labels, 0.1)
+    assert_close_float32(ours.loss_sum, theirs.loss_sum)
+    assert grad_hidden.dtype == grad_weight.dtype == torch.float32
+    for grad, expected in ((grad_hidden, plain_grad_hidden), (grad_weight, plain_grad_weight)):
+        error = float((grad - expected).norm() / expected.norm())
+        assert error < 1e-2, error
+    float32_error = float((float32_grad_hidden - grad_hidden).norm() / grad_hidden.norm())
+    assert 1e-4 < float32_error < 2e-2  # the products did run in bf16: its rounding, no more
 
 
 @pytest.mark.parametrize(

@@ -55,9 +55,11 @@ def chunked_linear_label_smoothed_loss(
     """Label-smoothed cross-entropy of ``hidden @ weight.T``, summed over non-pad ``labels``.
 
     hidden [N, d] or [B, T, d] (any float dtype; the decoder's output), weight [V, d] (the
-    pre-softmax linear's, tied or not), labels [N] or [B, T]. Computed in float32 whatever the
-    inputs' dtype (autocast is off inside); gradients come back in the inputs' dtypes. They are
-    computed during this call only where grad mode is on and the input requires grad.
+    pre-softmax linear's, tied or not), labels [N] or [B, T]. The three matrix products run in
+    float32, or under autocast in its dtype (bf16 logits, as ``F.linear`` gives the plain path
+    there); the softmax, the sums and the weight's gradient are float32 either way. Gradients
+    come back in the inputs' dtypes, computed during this call only where grad mode is on and
+    the input requires grad.
     """
     check_label_smoothing(epsilon)
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size <= 0:
@@ -75,6 +77,9 @@ def chunked_linear_label_smoothed_loss(
         raise TypeError(f"labels must be integer token ids, got {labels.dtype}")
     # Function.forward always runs with grad mode off: decide here what needs gradients.
     grad_enabled = torch.is_grad_enabled()
+    device_type = hidden.device.type
+    autocast = torch.is_autocast_enabled(device_type)
+    matmul_dtype = torch.get_autocast_dtype(device_type) if autocast else torch.float32
     loss_sum, nll_sum, n_tokens = _ChunkedLinearLabelSmoothedLoss.apply(
         hidden,
         weight,
@@ -84,6 +89,7 @@ def chunked_linear_label_smoothed_loss(
         chunk_size,
         grad_enabled and hidden.requires_grad,
         grad_enabled and weight.requires_grad,
+        matmul_dtype,
     )
     return TokenLosses(loss_sum=loss_sum, nll_sum=nll_sum, n_tokens=n_tokens)
 
@@ -107,6 +113,7 @@ class _ChunkedLinearLabelSmoothedLoss(torch.autograd.Function):
         chunk_size: int,
         compute_grad_hidden: bool,
         compute_grad_weight: bool,
+        matmul_dtype: torch.dtype,
     ) -> tuple[Tensor, Tensor, Tensor]:
         device = hidden.device
         vocab_size = weight.size(0)
@@ -114,6 +121,7 @@ class _ChunkedLinearLabelSmoothedLoss(torch.autograd.Function):
         compute_grad = compute_grad_hidden or compute_grad_weight
         with torch.autocast(device_type=device.type, enabled=False):
             weight_f32 = weight.float()  # [V, d]; no copy for a float32 weight
+            weight_mm = weight_f32.to(matmul_dtype)  # [V, d]; the same tensor in float32
             weight_mean = weight_f32.mean(dim=0)  # [d]: the mean logit is hidden @ weight_mean
             grad_hidden = hidden.new_zeros(hidden.shape) if compute_grad_hidden else None
             grad_weight_f32 = (  # [V, d], summed over the chunks in float32
@@ -129,7 +137,7 @@ class _ChunkedLinearLabelSmoothedLoss(torch.autograd.Function):
                 hidden_chunk = hidden[rows].float()  # [C, d]
                 real = keep[rows].unsqueeze(1)  # [C, 1]
                 chunk = _chunk_forward(
-                    hidden_chunk, weight_f32, weight_mean, labels[rows].unsqueeze(1), epsilon,
+                    hidden_chunk, weight_mm, weight_mean, labels[rows].unsqueeze(1), epsilon,
                     compute_grad,
                 )  # fmt: skip
                 nll_total += torch.where(real[:, 0], chunk.nll, 0.0).sum(dtype=torch.float64)
@@ -141,15 +149,20 @@ class _ChunkedLinearLabelSmoothedLoss(torch.autograd.Function):
                 # -ε·weight_mean per real row of ∂hidden and -(ε/V)·Σ hidden per row of ∂weight
                 # (once, after the loop).
                 row_scale = torch.where(real, chunk.inverse_sum.unsqueeze(1), 0.0)  # [C, 1]
-                if grad_hidden is not None:
-                    grad_hidden_chunk = (chunk.exp_block @ weight_f32).mul_(row_scale)  # [C, d]
+                exp_block = chunk.exp_block.to(matmul_dtype)  # [C, V]; itself in float32
+                if grad_hidden is not None:  # [C, V] @ [V, d]
+                    grad_hidden_chunk = (exp_block @ weight_mm).float().mul_(row_scale)
                     if epsilon:
                         grad_hidden_chunk.sub_(real * (epsilon * weight_mean))
                     grad_hidden[rows] = grad_hidden_chunk
                 if grad_weight_f32 is not None:  # += [V, C] @ [C, d]
-                    grad_weight_f32.addmm_(chunk.exp_block.t(), hidden_chunk * row_scale)
+                    scaled_hidden = (hidden_chunk * row_scale).to(matmul_dtype)
+                    if matmul_dtype == torch.float32:
+                        grad_weight_f32.addmm_(exp_block.t(), scaled_hidden)
+                    else:  # accumulated in float32 over the chunks
+                        grad_weight_f32 += exp_block.t() @ scaled_hidden
                     hidden_sum += (hidden_chunk * real).sum(dim=0)
-                del chunk  # free the [C, V] block before the next chunk makes its own
+                del chunk, exp_block  # free the [C, V] block before the next chunk's
             if grad_weight_f32 is not None and epsilon:
                 grad_weight_f32.sub_((epsilon / vocab_size) * hidden_sum)  # every row alike
         loss_sum = ((1.0 - epsilon) * nll_total + epsilon * smooth_total).float()
@@ -179,7 +192,7 @@ class _ChunkedLinearLabelSmoothedLoss(torch.autograd.Function):
             )
         grad_hidden = _scaled(grad_hidden, grad_loss_sum) if needs_hidden else None
         grad_weight = _scaled(grad_weight, grad_loss_sum) if needs_weight else None
-        return grad_hidden, grad_weight, None, None, None, None, None, None
+        return grad_hidden, grad_weight, None, None, None, None, None, None, None
 
 
 def _scaled(grad: Tensor, scale: Tensor) -> Tensor:
@@ -203,14 +216,15 @@ class _ChunkResult:
 
 def _chunk_forward(
     hidden_chunk: Tensor,  # [C, d] float32
-    weight_f32: Tensor,  # [V, d] float32
+    weight_mm: Tensor,  # [V, d] in the matmul dtype
     weight_mean: Tensor,  # [d] float32
     targets: Tensor,  # [C, 1] int
     epsilon: float,
     compute_grad: bool,
 ) -> _ChunkResult:
-    """One chunk: logits, then in place on the same [C, V] buffer z - max, exp, the one-hot."""
-    logits = hidden_chunk @ weight_f32.t()  # [C, V]
+    """One chunk: float32 logits (the product in ``weight_mm``'s dtype), then in place on the
+    same [C, V] buffer z - max, exp, the one-hot."""
+    logits = (hidden_chunk.to(weight_mm.dtype) @ weight_mm.t()).float()  # [C, V]
     row_max = logits.amax(dim=1, keepdim=True)  # [C, 1]
     shifted = logits.sub_(row_max)  # [C, V], z - max(z)
     target_shifted = shifted.gather(1, targets).squeeze(1)  # [C], z[y] - max(z)
