@@ -2,7 +2,11 @@
 
 import gzip
 import logging
+import os
+import pickle
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -166,3 +170,50 @@ def test_batched_fetch_pads_like_one_example_at_a_time(make_dm, tiny_dir, tiny_p
         assert batched.keys() == one_by_one.keys()
         for key, tensor in batched.items():
             assert torch.equal(tensor, one_by_one[key]), (split, key)
+
+
+def _mapped_kib(path) -> int:
+    """Resident KiB of this process's mappings of ``path`` (/proc/self/smaps)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if line[0] in "0123456789abcdef" and "-" in line.split()[0]:
+            inside = line.rstrip().endswith(str(path))
+        elif inside and line.startswith("Rss:"):
+            total += int(line.split()[1])
+    return total
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="reads Linux's /proc/self/smaps")
+def test_reading_a_batch_leaves_none_of_the_cached_files_mapped(tmp_path):
+    """The kernel maps the cached pages around each read too, so a worker reading random
+    sentences would map ever more of a large corpus; each batch unmaps what it read."""
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 40, 50_000)
+    for side in ("src", "tgt"):
+        np.save(
+            tmp_path / f"{side}_tokens.npy", rng.integers(4, 60_000, lengths.sum()).astype(np.int32)
+        )
+        np.save(tmp_path / f"{side}_offsets.npy", np.concatenate([[0], np.cumsum(lengths)]))
+    split = encoding.EncodedSplit.load(tmp_path)
+    examples = encoding.TranslationExamples(split, max_len=64, drop_empty=True, drop_overlong=True)
+    token_file = tmp_path / "src_tokens.npy"
+    indices = rng.choice(len(examples), 300, replace=False)
+    split.src_tokens[rng.integers(0, len(split.src_tokens), 300)].sum()  # a plain read of 300 ids
+    assert _mapped_kib(token_file) >= 300 * 4  # leaves their pages mapped, and more
+    batch = examples.__getitems__(indices.tolist())
+    assert _mapped_kib(token_file) == 0 and _mapped_kib(tmp_path / "tgt_offsets.npy") == 0
+    starts = split.src_offsets[examples.example_ids[indices]]
+    assert (
+        batch.src_tokens[: batch.src_lengths[0]].tolist()
+        == split.src_tokens[starts[0] : starts[0] + batch.src_lengths[0]].tolist()
+    )  # the ids themselves are intact
+
+
+def test_a_loaded_split_pickles_as_its_directory(tmp_path):
+    for name in encoding.EncodedSplit._FILES:
+        np.save(tmp_path / f"{name}.npy", np.arange(5, dtype=np.int32))
+    split = encoding.EncodedSplit.load(tmp_path)
+    copy = pickle.loads(pickle.dumps(split))
+    assert copy.directory == tmp_path and len(pickle.dumps(split)) < 1000  # no array data
+    assert all(np.array_equal(getattr(copy, n), getattr(split, n)) for n in split._FILES)
+    assert not copy.src_tokens.flags.writeable

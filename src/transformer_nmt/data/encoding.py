@@ -2,7 +2,9 @@
 
 A split is stored as ``{src,tgt}_tokens.npy`` (all ids, concatenated, without specials; uint16
 when the vocabulary fits, else int32) and ``{src,tgt}_offsets.npy`` (where each sentence starts),
-memory-mapped when loaded so that DDP ranks and DataLoader workers share one copy. The split is
+memory-mapped when loaded so that DDP ranks and DataLoader workers share one copy (the kernel's
+page cache), each process unmapping the pages it has read after every batch so that what it
+maps does not grow with the corpus. The split is
 encoded a chunk at a time straight into those files, so memory does not grow with the corpus.
 Specials, the ``max_len`` limit (drop or truncate) and dropping of empty pairs are applied by
 :class:`TranslationExamples` on top, so the cache does not depend on those options.
@@ -13,6 +15,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import math
+import mmap
 import multiprocessing
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -164,12 +168,15 @@ def _flat(ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
 
 @dataclass(frozen=True)
 class EncodedSplit:
-    """The token ids of every pair of a split, as flat arrays plus offsets."""
+    """The token ids of every pair of a split, as flat arrays plus offsets; from :meth:`load`,
+    read-only arrays over memory maps of the cached files."""
 
     src_tokens: np.ndarray
     src_offsets: np.ndarray
     tgt_tokens: np.ndarray
     tgt_offsets: np.ndarray
+    directory: Path | None = None  # the cache entry the arrays map, if loaded from one
+    maps: tuple[mmap.mmap, ...] = ()
 
     _FILES = ("src_tokens", "src_offsets", "tgt_tokens", "tgt_offsets")
 
@@ -178,7 +185,41 @@ class EncodedSplit:
 
     @classmethod
     def load(cls, directory: Path) -> EncodedSplit:
-        return cls(*(np.load(directory / f"{name}.npy", mmap_mode="r") for name in cls._FILES))
+        arrays, maps = zip(
+            *(_map_npy(directory / f"{name}.npy") for name in cls._FILES), strict=True
+        )
+        return cls(*arrays, directory=directory, maps=maps)
+
+    def __reduce__(self):
+        """A loaded split pickles as its directory (a spawned worker maps the files itself)."""
+        if self.directory is None:
+            return super().__reduce__()
+        return (EncodedSplit.load, (self.directory,))
+
+    def unmap_read_pages(self) -> None:
+        """Drop this process's mappings of the file pages it has read; the pages stay in the
+        kernel's page cache and are mapped again on the next read.
+
+        Each read maps more than the bytes asked for (the kernel maps the cached pages around
+        them too), so a DataLoader worker reading random sentences of a large corpus would
+        otherwise map ever more of the files, and be charged for them, batch after batch.
+        """
+        for mapped in self.maps:
+            mapped.madvise(mmap.MADV_DONTNEED)
+
+
+def _map_npy(path: Path) -> tuple[np.ndarray, mmap.mmap]:
+    """A read-only array over the ``.npy`` file at ``path``, and the memory map it reads."""
+    with open(path, "rb") as handle:
+        version = np.lib.format.read_magic(handle)
+        if version == (1, 0):
+            shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(handle)
+        else:
+            shape, fortran_order, dtype = np.lib.format.read_array_header_2_0(handle)
+        offset = handle.tell()
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    array = np.frombuffer(mapped, dtype=dtype, count=math.prod(shape), offset=offset)
+    return array.reshape(shape, order="F" if fortran_order else "C"), mapped
 
 
 def encoded_cache_entry(cache_dir: Path, split_fingerprint: str, tokenizer_key: str) -> Path:
@@ -302,6 +343,7 @@ class TranslationExamples(Dataset):
         # lengths as batched: source + EOS, and BOS + target (= target + EOS)
         self.src_lengths = np.minimum(src_len, self.body_limit) + 1
         self.tgt_lengths = np.minimum(tgt_len, self.body_limit) + 1
+        encoded.unmap_read_pages()  # the offsets, read whole just now
         n_empty = int(empty.sum())
         self.stats = SplitStats(
             pairs=len(encoded),
@@ -327,6 +369,7 @@ class TranslationExamples(Dataset):
         enc = self.encoded
         src_tokens, src_lengths = _gather(enc.src_tokens, enc.src_offsets, pairs, self.body_limit)
         tgt_tokens, tgt_lengths = _gather(enc.tgt_tokens, enc.tgt_offsets, pairs, self.body_limit)
+        enc.unmap_read_pages()  # the gathered ids are copies
         return ExampleBatch(pairs, src_tokens, src_lengths, tgt_tokens, tgt_lengths)
 
     def __getitem__(self, index: int) -> tuple[int, np.ndarray, np.ndarray]:
