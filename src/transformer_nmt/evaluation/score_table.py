@@ -45,7 +45,14 @@ def load_scored_jobs(sweep_dir: Path) -> list[ScoredJob]:
             jobs.append(ScoredJob(job_dir.name, overrides, json.loads(score_file.read_text())))
         if not score_files:
             jobs.append(ScoredJob(job_dir.name, overrides, None))
-    return sorted(jobs, key=lambda job: int(job.job) if job.job.isdigit() else job.job)
+    return sorted(
+        jobs,
+        key=lambda job: (
+            not job.job.isdigit(),
+            int(job.job) if job.job.isdigit() else 0,
+            job.job,
+        ),
+    )
 
 
 def markdown_table(jobs: list[ScoredJob]) -> str:
