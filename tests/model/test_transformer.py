@@ -171,9 +171,41 @@ def test_cache_reorder_follows_selected_rows(make_model):
     model.decode(tgt[:, :3], memory, src, cache)
     order = torch.tensor([2, 0, 0])
     cache.reorder(order)
+    cache.select_sources(order)
     step = model.decode(tgt[order, 3:], memory[order], src[order], cache)
     full = model.decode(tgt[order], memory[order], src[order])
     torch.testing.assert_close(step[:, 0], full[:, 3], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "manual"])
+def test_hypotheses_of_one_source_share_its_memory(make_model, norm, attention):
+    """k consecutive target rows per source against one copy of the memory give the logits
+    of the memory repeated k times, with and without a cache; reordering the hypotheses
+    alone leaves the shared cross-attention cache valid."""
+    model = make_model(norm=norm, attention=attention)
+    k = 3
+    src = torch.cat([random_ids(23, 2, 6), torch.full((2, 2), PAD)], dim=1)
+    src[1, 3:] = PAD
+    tgt = random_ids(19, 2 * k, 5)
+    memory = model.encode(src)
+    repeated = model.decode(tgt, memory.repeat_interleave(k, 0), src.repeat_interleave(k, 0))
+    torch.testing.assert_close(model.decode(tgt, memory, src), repeated, atol=1e-5, rtol=0)
+    cache = model.new_cache()
+    steps = [model.decode(tgt[:, t : t + 1], memory, src, cache) for t in range(4)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), repeated[:, :4], atol=1e-5, rtol=0)
+    assert cache.cross_attention[0][0].size(0) == 2  # one row per source, not per hypothesis
+    parents = torch.tensor([2, 2, 0, 5, 3, 3])  # each source's hypotheses pick their parents
+    cache.reorder(parents)
+    step = model.decode(tgt[parents, 4:], memory, src, cache)
+    full = model.decode(tgt[parents], memory, src)
+    torch.testing.assert_close(step[:, 0], full[:, 4], atol=1e-5, rtol=0)
+
+
+def test_target_rows_not_a_multiple_of_the_sources_are_refused(make_model):
+    model = make_model()
+    src = random_ids(23, 2, 4)
+    with pytest.raises(ValueError, match="5 target rows cannot share 2 sources"):
+        model.decode(random_ids(19, 5, 3), model.encode(src), src)
 
 
 def test_capture_attention_returns_every_map(make_model):

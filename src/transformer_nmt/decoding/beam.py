@@ -60,10 +60,10 @@ def beam_search(
             )
             last = sentences.new_full((sentences.numel(),), bos_id)
             while True:
-                rows, same_sources, last = search.advance(steps.log_probs(last), finished)
+                rows, sources, last = search.advance(steps.log_probs(last), finished)
                 if rows is None:
                     break
-                steps.select(rows, same_sources)
+                steps.select(rows, sources)
         return [
             sorted(hypotheses, key=lambda h: h.score, reverse=True)[:n_best] or [empty_hypothesis()]
             for hypotheses in finished
@@ -93,12 +93,12 @@ class _BeamState:
 
     def advance(
         self, log_probs: Tensor, finished: list[list[Hypothesis]]
-    ) -> tuple[Tensor | None, bool, Tensor]:
+    ) -> tuple[Tensor | None, Tensor | None, Tensor]:
         """Extend every live beam by the next-token ``log_probs`` [N·beams, V].
 
         Appends newly finished hypotheses to ``finished``; returns (rows of the old batch to
-        keep, in order — None once every sentence is done; whether they keep their sentences;
-        the tokens to feed next).
+        keep, in order — None once every sentence is done; the sentences that keep decoding,
+        as positions among the old N — None if all do; the tokens to feed next).
         """
         k, n = self.beam_size, self.sentences.numel()
         # Only a beam's own 2k best tokens can be among its sentence's 2k best continuations.
@@ -123,16 +123,15 @@ class _BeamState:
         live = torch.sort(is_eos.to(torch.uint8), dim=1, stable=True).indices[:, :k]  # [N, k]
         parent, token = parent.gather(1, live), token.gather(1, live)
         token_log_prob, total = token_log_prob.gather(1, live), total.gather(1, live)
-        same_sources = self.beams == k
+        sources = None
         if done.any():
-            keep = ~done
-            if not keep.any():
-                return None, False, token
-            parent, token = parent[keep], token[keep]
-            token_log_prob, total = token_log_prob[keep], total[keep]
-            self.sentences, self.limits = self.sentences[keep], self.limits[keep]
-            self.n_finished = self.n_finished[keep]
-            same_sources = False
+            sources = (~done).nonzero().squeeze(1)
+            if not sources.numel():
+                return None, None, token
+            parent, token = parent[sources], token[sources]
+            token_log_prob, total = token_log_prob[sources], total[sources]
+            self.sentences, self.limits = self.sentences[sources], self.limits[sources]
+            self.n_finished = self.n_finished[sources]
         rows = parent.reshape(-1)
         token = token.reshape(-1)
         self.tokens = torch.cat([self.tokens.index_select(0, rows), token[:, None]], dim=1)
@@ -142,7 +141,7 @@ class _BeamState:
         self.log_prob = total.reshape(-1)
         self.beams = k
         self.step += 1
-        return rows, same_sources, token
+        return rows, sources, token
 
     def _finish(
         self,

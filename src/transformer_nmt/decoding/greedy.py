@@ -98,7 +98,7 @@ def greedy_hypotheses(
                         break
                     active = active[running]
                     best = best[running]
-                    steps.select(running, same_sources=False)
+                    steps.select(running, sources=running)
                 last = best
         return _to_hypotheses(
             tokens, token_log_probs, lengths, ended_with_eos, options.length_penalty

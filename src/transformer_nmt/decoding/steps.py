@@ -2,8 +2,12 @@
 
 Both classes answer the same two calls, so a search runs unchanged on either:
 ``log_probs(last_tokens)`` feeds one more token per row and returns [N, V] log-probabilities of
-the token after it; ``select(rows, same_sources)`` keeps rows ``rows`` (in that order) of the
-decoding state — beam search's parents, or the sentences still running.
+the token after it; ``select(rows, sources)`` keeps rows ``rows`` (in that order) of the
+decoding state — beam search's parents, or the sentences still running — and, unless
+``sources`` is None, source rows ``sources`` of the encoder side.
+
+Rows are hypotheses: k ≥ 1 consecutive rows per source (beam search's k beams). The encoder
+output and the cross-attention keys/values are kept once per source, not once per row.
 """
 
 from __future__ import annotations
@@ -63,9 +67,9 @@ class _Steps:
             log_probs.index_fill_(1, self.banned_ids, -math.inf)
         return log_probs
 
-    def _select_sources(self, rows: Tensor) -> None:
-        self.memory = self.memory.index_select(0, rows)
-        self.src_ids = self.src_ids.index_select(0, rows)
+    def _select_sources(self, sources: Tensor) -> None:
+        self.memory = self.memory.index_select(0, sources)
+        self.src_ids = self.src_ids.index_select(0, sources)
 
 
 class CachedSteps(_Steps):
@@ -85,19 +89,13 @@ class CachedSteps(_Steps):
         logits = self.model.decode(last_tokens[:, None], self.memory, self.src_ids, self.cache)
         return self._log_probs(logits[:, -1])
 
-    def select(self, rows: Tensor, same_sources: bool) -> None:
-        """Keep ``rows``. ``same_sources=True`` promises that every kept row comes from a row
-        of the same source sentence (beam search reordering its own beams): then only the
-        self-attention keys/values move, while memory and cross-attention stay where they are.
-        """
-        if same_sources:
-            cache = self.cache.self_attention
-            for layer, entry in enumerate(cache):
-                if entry is not None:
-                    cache[layer] = (entry[0].index_select(0, rows), entry[1].index_select(0, rows))
-        else:
-            self.cache.reorder(rows)
-            self._select_sources(rows)
+    def select(self, rows: Tensor, sources: Tensor | None) -> None:
+        """Keep hypothesis rows ``rows``; and source rows ``sources`` unless None (the same
+        sources, as when beam search reorders the beams of each sentence)."""
+        self.cache.reorder(rows)
+        if sources is not None:
+            self.cache.select_sources(sources)
+            self._select_sources(sources)
 
 
 class RerunSteps(_Steps):
@@ -118,9 +116,9 @@ class RerunSteps(_Steps):
         logits = self.model.decode(self.prefix, self.memory, self.src_ids)
         return self._log_probs(logits[:, -1])
 
-    def select(self, rows: Tensor, same_sources: bool) -> None:
-        """Keep ``rows``; see :meth:`CachedSteps.select`."""
+    def select(self, rows: Tensor, sources: Tensor | None) -> None:
+        """Keep ``rows`` and ``sources``; see :meth:`CachedSteps.select`."""
         if self.prefix is not None:
             self.prefix = self.prefix.index_select(0, rows)
-        if not same_sources:
-            self._select_sources(rows)
+        if sources is not None:
+            self._select_sources(sources)

@@ -14,8 +14,10 @@ class KVCache:
     """Per decoder layer: self-attention keys/values of the steps decoded so far, which grow by
     one step per call, and cross-attention keys/values of the encoder memory, computed once.
 
-    Keys are [B, h, length, d_k], values [B, h, length, d_v]. ``reorder`` follows beam search's
-    choice of parents.
+    Self-attention keys are [B·k, h, length, d_k] and values [B·k, h, length, d_v], one row
+    per hypothesis; cross-attention keys/values are [B, h, S, d_k|d_v], one row per source,
+    shared by its k hypotheses. ``reorder`` follows beam search's choice of parents;
+    ``select_sources`` drops the sources whose translations are finished.
     """
 
     def __init__(self, n_layers: int) -> None:
@@ -44,8 +46,16 @@ class KVCache:
         return self.cross_attention[layer]
 
     def reorder(self, index: Tensor) -> None:
-        """Keep rows ``index`` of the batch (beam search: the surviving hypotheses' parents)."""
-        for entries in (self.self_attention, self.cross_attention):
-            for i, kv in enumerate(entries):
-                if kv is not None:
-                    entries[i] = (kv[0].index_select(0, index), kv[1].index_select(0, index))
+        """Keep hypothesis rows ``index`` of the self-attention cache, in that order (beam
+        search: the surviving hypotheses' parents)."""
+        _select_rows(self.self_attention, index)
+
+    def select_sources(self, index: Tensor) -> None:
+        """Keep source rows ``index`` of the cross-attention cache."""
+        _select_rows(self.cross_attention, index)
+
+
+def _select_rows(entries: list[KeyValue | None], index: Tensor) -> None:
+    for i, kv in enumerate(entries):
+        if kv is not None:
+            entries[i] = (kv[0].index_select(0, index), kv[1].index_select(0, index))

@@ -60,7 +60,8 @@ class DecoderLayer(nn.Module):
         src_mask: Tensor,
         cache: KVCache | None = None,
     ) -> Tensor:
-        """x [B, T, d_model], memory [B, S, d_model] -> [B, T, d_model].
+        """x [B·k, T, d_model], memory [B, S, d_model] -> [B·k, T, d_model]; k ≥ 1 consecutive
+        rows of x decode the same source (k = 1 in training, the beam size in beam search).
 
         With a cache, x holds only the new positions; earlier keys/values come from the cache.
         """
@@ -77,10 +78,15 @@ class DecoderLayer(nn.Module):
     def _cross_attend(
         self, y: Tensor, memory: Tensor, mask: Tensor, cache: KVCache | None
     ) -> Tensor:
+        """y [B·k, T, d_model] attends to memory [B, S, d_model]: rows i·k … i·k + k - 1 of y
+        (beam search's k hypotheses of source i) share one source, so their k·T queries attend
+        to one copy of its keys and values, [B, h, S, d_k]."""
         if cache is None:
             key, value = self.cross_attention.project_key_value(memory)
         else:
             key, value = cache.cross(
                 self.index, lambda: self.cross_attention.project_key_value(memory)
             )
-        return self.cross_attention.attend(y, key, value, mask)
+        rows, length, width = y.shape
+        queries = y.reshape(key.size(0), -1, width)  # [B, k·T, d_model]
+        return self.cross_attention.attend(queries, key, value, mask).view(rows, length, width)
