@@ -172,6 +172,21 @@ def test_batched_fetch_pads_like_one_example_at_a_time(make_dm, tiny_dir, tiny_p
             assert torch.equal(tensor, one_by_one[key]), (split, key)
 
 
+def test_what_a_rank_keeps_per_example_is_four_bytes_an_array(make_dm):
+    """The arrays a rank holds for the whole run grow with the corpus: 4-byte ids and lengths,
+    and the training batches are views of one 4-byte order."""
+    dm = make_dm()
+    dm.setup("fit")
+    examples = dm.datasets["train"]
+    for name in ("example_ids", "src_lengths", "tgt_lengths", "lengths"):
+        assert getattr(examples, name).dtype.itemsize == 4, name
+    sampler = dm.train_dataloader().batch_sampler
+    assert sampler.lengths.dtype.itemsize == 4
+    batches = sampler.rank_batches(0)
+    assert {b.dtype.itemsize for b in batches} == {4}
+    assert sorted(np.concatenate(batches).tolist()) == list(range(len(examples)))
+
+
 def _mapped_kib(path) -> int:
     """Resident KiB of this process's mappings of ``path`` (/proc/self/smaps)."""
     total, inside = 0, False

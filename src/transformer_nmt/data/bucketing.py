@@ -59,7 +59,7 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
         rank: int = 0,
         world_size: int = 1,
     ) -> None:
-        self.lengths = np.asarray(lengths, dtype=np.int64)
+        self.lengths = np.asarray(lengths, dtype=np.int32)  # 4 bytes per example, every rank
         self.tiebreak_lengths = None if tiebreak_lengths is None else np.asarray(tiebreak_lengths)
         if max_tokens is None and max_sentences is None:
             raise ValueError("give max_tokens or max_sentences (or both)")
@@ -132,7 +132,9 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
     def global_batches(self, epoch: int) -> list[np.ndarray]:
         """All ranks' batches of ``epoch``; batch ``i`` goes to rank ``i % world_size``."""
         rng = np.random.default_rng([self.seed, epoch])
-        order = rng.permutation(len(self.lengths)) if self.shuffle else np.arange(len(self.lengths))
+        n = len(self.lengths)
+        order = rng.permutation(n) if self.shuffle else np.arange(n)
+        order = order.astype(np.int32 if n < 2**31 else np.int64)  # the batches are views of it
         if self.bucket_by_length:
             keys = [self.lengths[order]]
             if self.tiebreak_lengths is not None:
@@ -153,10 +155,10 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
         while start < len(order):
             # sizes are ascending, so "count x last length fits" is monotone in count: bisect it
             low = 1
-            high = min(cap, len(order) - start, self.max_tokens // sorted_lengths[start])
+            high = min(cap, len(order) - start, self.max_tokens // int(sorted_lengths[start]))
             while low < high:
                 mid = (low + high + 1) // 2
-                if mid * sorted_lengths[start + mid - 1] <= self.max_tokens:
+                if mid * int(sorted_lengths[start + mid - 1]) <= self.max_tokens:
                     low = mid
                 else:
                     high = mid - 1

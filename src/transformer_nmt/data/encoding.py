@@ -338,11 +338,12 @@ class TranslationExamples(Dataset):
         dropped_overlong = int((keep & overlong).sum()) if drop_overlong else 0
         if drop_overlong:
             keep &= ~overlong
-        self.example_ids = np.flatnonzero(keep)
+        # 4-byte ids and lengths: every rank holds these per example, for the whole run
+        self.example_ids = np.flatnonzero(keep).astype(_index_dtype(len(encoded)))
         src_len, tgt_len = src_len[self.example_ids], tgt_len[self.example_ids]
         # lengths as batched: source + EOS, and BOS + target (= target + EOS)
-        self.src_lengths = np.minimum(src_len, self.body_limit) + 1
-        self.tgt_lengths = np.minimum(tgt_len, self.body_limit) + 1
+        self.src_lengths = (np.minimum(src_len, self.body_limit) + 1).astype(np.int32)
+        self.tgt_lengths = (np.minimum(tgt_len, self.body_limit) + 1).astype(np.int32)
         encoded.unmap_read_pages()  # the offsets, read whole just now
         n_empty = int(empty.sum())
         self.stats = SplitStats(
@@ -379,3 +380,8 @@ class TranslationExamples(Dataset):
         src_end = min(enc.src_offsets[pair + 1], src_start + self.body_limit)
         tgt_end = min(enc.tgt_offsets[pair + 1], tgt_start + self.body_limit)
         return pair, enc.src_tokens[src_start:src_end], enc.tgt_tokens[tgt_start:tgt_end]
+
+
+def _index_dtype(count: int) -> type[np.integer]:
+    """The narrowest of int32 and int64 that indexes ``count`` items."""
+    return np.int32 if count < 2**31 else np.int64
