@@ -3,6 +3,7 @@
     python benchmarks/bench_loop.py [--steps 40] [--warmup-steps 5] [--repeats 3] [--threads 2]
         [--plain-loss] [--no-progress-bar] [--train-tree PATH] [--json out.json]
     python benchmarks/bench_loop.py --profile [--steps 40] [--train-tree PATH]
+        [--profile-before PATH]
 
 The model and batches are ``experiment=multi30k``'s (pre-norm, d_model 256, 4 heads, 3 + 3
 layers, d_ff 1024, dropout 0.2, an 8000-type joint BPE, token buckets of 2048 padded tokens),
@@ -27,7 +28,8 @@ other jobs the CPU time is the steadier measure of the work done, at one thread 
 
 ``--profile`` runs the train tree's ``train()`` in-process under cProfile instead and prints
 the milliseconds per optimizer step that each part of the loop takes (profiler overhead
-included, so the Python-heavy parts look larger than they are).
+included, so the Python-heavy parts look larger than they are); ``--profile-before PATH`` adds
+a column for another checkout, e.g. the code before a change, so the table shows what it removed.
 """
 
 from __future__ import annotations
@@ -116,9 +118,12 @@ def compose(tree: Path, overrides: list[str]):
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    from transformer_nmt.cli.config_schemas import register_config_schemas
-
-    register_config_schemas()
+    try:
+        from transformer_nmt.cli.config_schemas import register_config_schemas
+    except ImportError:  # an older checkout: plain YAML, no typed schemas
+        pass
+    else:
+        register_config_schemas()
     with initialize_config_dir(config_dir=str(tree / "conf"), version_base="1.3"):
         return hydra_compose("train", overrides=overrides)
 
@@ -251,9 +256,17 @@ PROFILE_ROWS = [
             ("core/module.py", "log", "on_before_optimizer_step"),
         ],
     ),
-    ("TokenThroughput callback", [("callbacks/throughput.py", "on_train_batch_end")]),
-    ("TrainingLog callback", [("callbacks/training_log.py", "on_train_batch_end")]),
-    ("StepSeed reseeding", [("callbacks/step_seed.py", "on_train_batch_start")]),
+    (
+        "our callbacks' per-batch hooks (throughput, training log, reseeding)",
+        [
+            ("transformer_nmt/callbacks/throughput.py", "on_train_batch_end"),
+            ("transformer_nmt/callbacks/training_log.py", "on_train_batch_end"),
+            ("transformer_nmt/callbacks/step_seed.py", "on_train_batch_start"),
+            # an older checkout kept them in one file
+            ("transformer_nmt/training/callbacks.py", "on_train_batch_end"),
+            ("transformer_nmt/training/callbacks.py", "on_train_batch_start"),
+        ],
+    ),
     (
         "progress bar",
         [
@@ -284,10 +297,19 @@ def profile_row_ms(stats: pstats.Stats, patterns, steps: int) -> float:
     return total * 1e3 / steps
 
 
-def profile(args) -> None:
-    """(in the train tree's environment) cProfile train() for --steps steps; per-step table."""
-    from transformer_nmt.cli.train import train
+def train_function():
+    """The train tree's ``train(cfg)``."""
+    try:
+        from transformer_nmt.cli.train import train
+    except ImportError:  # an older checkout's layout
+        from transformer_nmt.training import train
+    return train
 
+
+def profile(args) -> None:
+    """(in the train tree's environment) cProfile train() for --steps steps; write the
+    milliseconds per step of every row to --profile-out (JSON)."""
+    train = train_function()
     with tempfile.TemporaryDirectory(prefix="bench_loop_") as workdir:
         overrides = train_overrides(args, args.cache_dir, str(Path(workdir) / "run"))
         cfg = compose(args.train_tree, [*overrides, f"output_dir={workdir}/run"])
@@ -296,13 +318,23 @@ def profile(args) -> None:
         train(cfg)
         profiler.disable()
     stats = pstats.Stats(profiler)
-    step_ms = profile_row_ms(stats, STEP_ROW[1], args.steps)
-    print(f"\n## where a train.py step goes (cProfile, {args.steps} steps, {args.train_tree})")
-    print("| part | ms per step | share |")
-    print("|---|---:|---:|")
-    for name, patterns in [STEP_ROW, *PROFILE_ROWS]:
-        ms = profile_row_ms(stats, patterns, args.steps)
-        print(f"| {name} | {ms:.1f} | {ms / step_ms:.1%} |")
+    rows = {name: profile_row_ms(stats, patterns, args.steps) for name, patterns in PROFILE_ROWS}
+    step = {STEP_ROW[0]: profile_row_ms(stats, STEP_ROW[1], args.steps)}
+    Path(args.profile_out).write_text(json.dumps({**step, **rows}))
+
+
+def print_profile_table(args, profiles: dict[str, dict[str, float]]) -> None:
+    """One column of milliseconds per step (and share of the step) per train tree."""
+    names = list(profiles)
+    print(f"\n## where a train.py step goes (cProfile, {args.steps} steps)")
+    print("| part | " + " | ".join(f"{n} ms/step | share" for n in names) + " |")
+    print("|---|" + "---:|---:|" * len(names))
+    for row in [STEP_ROW[0], *(name for name, _ in PROFILE_ROWS)]:
+        cells = []
+        for profile_ms in profiles.values():
+            ms, step_ms = profile_ms[row], profile_ms[STEP_ROW[0]]
+            cells.append(f"{ms:.1f} | {ms / step_ms:.1%}")
+        print(f"| {row} | " + " | ".join(cells) + " |")
 
 
 # -- command line --------------------------------------------------------------------------------
@@ -318,7 +350,14 @@ def main() -> None:
         "--train-tree", type=Path, default=REPO_ROOT, help="the checkout whose train.py runs"
     )
     parser.add_argument("--profile", action="store_true", help="profile train.py instead")
+    parser.add_argument(
+        "--profile-before",
+        type=Path,
+        default=None,
+        help="with --profile: also profile this checkout and print the two side by side",
+    )
     parser.add_argument("--cache-dir", default=None, help=argparse.SUPPRESS)  # internal
+    parser.add_argument("--profile-out", default=None, help=argparse.SUPPRESS)  # internal
     args = parser.parse_args()
     args.tune_malloc = True  # as train.py's keep_freed_host_memory
     args.train_tree = args.train_tree.resolve()
@@ -332,8 +371,20 @@ def main() -> None:
         cache_dir = str(Path(workdir) / "cache")
         bare = bare_setup(args, cache_dir)  # trains the BPE into the shared cache
         if args.profile:
-            command = [sys.executable, __file__, *sys.argv[1:], "--cache-dir", cache_dir]
-            subprocess.run(command, env=child_environment(args), check=True)
+            trees = {"train.py": args.train_tree}
+            if args.profile_before is not None:
+                trees = {"before": args.profile_before.resolve(), **trees}
+            profiles = {}
+            for name, tree in trees.items():
+                out = Path(workdir) / f"profile_{name}.json"
+                command = [sys.executable, __file__, *sys.argv[1:], "--train-tree", str(tree)]
+                command += ["--cache-dir", cache_dir, "--profile-out", str(out)]
+                environment = child_environment(
+                    argparse.Namespace(**{**vars(args), "train_tree": tree})
+                )
+                subprocess.run(command, env=environment, check=True)
+                profiles[name] = json.loads(out.read_text())
+            print_profile_table(args, profiles)
             return
         results = {"bare step": [], "train.py": []}
         for round_index in range(args.repeats):
