@@ -240,6 +240,7 @@ def _logged_seconds(text: str, pattern: str) -> float | None:
 
 
 def _fmt(value: float | None, digits: int = 1) -> str:
+    """A figure, or "–" where there is none (e.g. a process that had not started yet)."""
     return "–" if value is None else f"{value:.{digits}f}"
 
 
@@ -264,7 +265,7 @@ def print_tables(results: dict[int, dict[str, Run]]) -> None:
             ]
             for peaks in ("peak_by_role_gib", "peak_anon_by_role_gib")
         )
-        main_ready = warm.ready_by_role_gib.get("main", float("nan"))
+        main_ready = warm.ready_by_role_gib.get("main")
         second = (
             sum(gib for role, gib in ddp.ready_by_role_gib.items() if role.startswith("rank1"))
             if ddp
@@ -273,9 +274,9 @@ def print_tables(results: dict[int, dict[str, Run]]) -> None:
         print(
             f"| {n_pairs:,} | {_fmt(cold.bpe_s)} | {_fmt(cold.encode_s)} ({_fmt(cold.write_s)}) "
             f"| {_fmt(cold.seconds_to_first_step)} | {cold.peak_before_step_gib:.2f} "
-            f"| {_fmt(warm.seconds_to_first_step)} | {main_ready:.2f} "
-            f"| {warm.peak_training_gib:.2f} | {max(workers, default=float('nan')):.2f} "
-            f"({max(workers_anon, default=float('nan')):.2f}) "
+            f"| {_fmt(warm.seconds_to_first_step)} | {_fmt(main_ready, 2)} "
+            f"| {warm.peak_training_gib:.2f} | {_fmt(max(workers, default=None), 2)} "
+            f"({_fmt(max(workers_anon, default=None), 2)}) "
             f"| {_fmt(ddp.peak_training_gib if ddp else None, 2)} | {_fmt(second, 2)} |"
         )
     print(
@@ -285,8 +286,8 @@ def print_tables(results: dict[int, dict[str, Run]]) -> None:
     for n_pairs, runs in results.items():
         for name, run in runs.items():
             roles = ", ".join(
-                f"{role} {run.ready_by_role_gib.get(role, float('nan')):.2f} | {peak:.2f} "
-                f"({run.peak_anon_by_role_gib.get(role, float('nan')):.2f})"
+                f"{role} {_fmt(run.ready_by_role_gib.get(role), 2)} | {peak:.2f} "
+                f"({_fmt(run.peak_anon_by_role_gib.get(role), 2)})"
                 for role, peak in sorted(run.peak_by_role_gib.items())
             )
             print(f"  N={n_pairs:,} {name}: {roles}")
