@@ -103,12 +103,14 @@ def train_overrides(args, cache_dir: str, run_dir: str) -> list[str]:
         f"trainer.max_steps={args.steps}",
         "trainer.num_sanity_val_steps=0",
         "final_eval.splits=[]",
-        "optimized_metric=null",  # no final evaluation at all
         f"hydra.run.dir={run_dir}",
     ]
+    train_yaml = (args.train_tree / "conf" / "train.yaml").read_text()
+    if "optimized_metric" in train_yaml:  # (an older tree has none)
+        overrides.append("optimized_metric=null")  # no final evaluation at all
     if args.no_progress_bar:
         overrides.append("trainer.enable_progress_bar=false")
-    if args.plain_loss and "fused_loss" in (args.train_tree / "conf" / "train.yaml").read_text():
+    if args.plain_loss and "fused_loss" in train_yaml:
         overrides.append("fused_loss=false")  # (a tree from before the fused loss has only plain)
     return overrides
 
@@ -362,6 +364,7 @@ def main() -> None:
     args.tune_malloc = True  # as train.py's keep_freed_host_memory
     args.train_tree = args.train_tree.resolve()
     if args.cache_dir is not None:  # the profiling subprocess
+        args.tune_malloc = False  # the train tree's train() tunes it, as train.py does
         apply_machine_options(args)
         profile(args)
         return
