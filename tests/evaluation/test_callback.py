@@ -98,6 +98,7 @@ def make_trainer(tmp_path, callbacks, max_epochs=2) -> pl.Trainer:
         accelerator="cpu",
         max_epochs=max_epochs,
         limit_train_batches=1,
+        log_every_n_steps=1,
         num_sanity_val_steps=1,
         logger=CSVLogger(tmp_path, name="logs", version=0),
         callbacks=callbacks,
