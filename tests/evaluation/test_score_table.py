@@ -2,7 +2,10 @@
 
 import json
 
-from transformer_nmt.evaluation.score_table import load_scored_jobs, markdown_table
+from hydra.types import RunMode
+from omegaconf import OmegaConf
+
+from transformer_nmt.evaluation.score_table import ScoreTable, load_scored_jobs, markdown_table
 
 
 def _job(sweep, number, overrides, scores=None):
@@ -43,3 +46,25 @@ def test_each_split_marks_its_own_best(tmp_path):
         _job(tmp_path, number, [f"split={split}"], _scores(bleu, 1.0, split))
     table = markdown_table(load_scored_jobs(tmp_path))
     assert "**30.00**" in table and "**20.00**" in table and "**25.00**" not in table
+
+
+def test_the_table_is_rewritten_after_every_job_of_a_multirun(tmp_path):
+    """A failed job ends a Hydra sweep before on_multirun_end: the table must already be there."""
+    sweep = tmp_path / "sweep"
+
+    def job_end_config(mode):
+        hydra = {"mode": mode, "sweep": {"dir": str(sweep)}, "runtime": {"cwd": str(tmp_path)}}
+        return OmegaConf.create({"hydra": hydra})
+
+    _job(sweep, 0, ["search.length_penalty=0.6"], _scores(31.0, 0.95))
+    ScoreTable().on_job_end(job_end_config(RunMode.MULTIRUN), job_return=None)
+    assert "**31.00**" in (sweep / "scores.md").read_text()
+    _job(sweep, 1, ["search.length_penalty=1.0"])  # this job failed
+    ScoreTable().on_job_end(job_end_config(RunMode.MULTIRUN), job_return=None)
+    lines = (sweep / "scores.md").read_text().splitlines()
+    assert lines[2].startswith("| 0.6 | val | **31.00** |")
+    assert lines[3].startswith("| 1.0 | — | no scores")
+
+    (sweep / "scores.md").unlink()
+    ScoreTable().on_job_end(job_end_config(RunMode.RUN), job_return=None)
+    assert not (sweep / "scores.md").exists()  # a single run writes no sweep table

@@ -4,7 +4,8 @@
 
 When the last job ends, :class:`ScoreTable` prints a Markdown table of the values the sweep
 varies beside each job's BLEU, brevity penalty, length ratio and chrF, marks the best BLEU, and
-writes the table to ``<sweep dir>/scores.md``. Tune decoding on ``val``, never on ``test``.
+writes the table to ``<sweep dir>/scores.md`` (kept up to date after every job, so a sweep with a
+failed job still leaves it). Tune decoding on ``val``, never on ``test``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 import yaml
 from hydra.experimental.callback import Callback
+from hydra.types import RunMode
 
 from transformer_nmt.atomic import write_text_atomically
 from transformer_nmt.tracking.overrides import override_values, sweep_dir_of
@@ -88,11 +90,24 @@ def markdown_table(jobs: list[ScoredJob]) -> str:
 
 class ScoreTable(Callback):
     """A Hydra callback (``hydra.callbacks`` in ``conf/evaluate.yaml``): after a multirun, print
-    the table of :func:`markdown_table` and write it to ``<sweep dir>/scores.md``."""
+    the table of :func:`markdown_table` and write it to ``<sweep dir>/scores.md``.
+
+    The file is also rewritten after every job of a multirun: when a job fails, Hydra ends the
+    sweep with its error once the jobs have run, before ``on_multirun_end``, and the table of the
+    jobs that did score is still there.
+    """
+
+    def on_job_end(self, config: Any, job_return: Any, **kwargs: Any) -> None:
+        if config.hydra.mode == RunMode.MULTIRUN:
+            self._write(sweep_dir_of(config.hydra))
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
-        sweep_dir = sweep_dir_of(config.hydra)
-        table = markdown_table(load_scored_jobs(sweep_dir))
-        write_text_atomically(sweep_dir / TABLE_FILE, table)
+        table = self._write(sweep_dir_of(config.hydra))
         sys.stdout.write(f"\n{table}")
         sys.stdout.flush()
+
+    @staticmethod
+    def _write(sweep_dir: Path) -> str:
+        table = markdown_table(load_scored_jobs(sweep_dir))
+        write_text_atomically(sweep_dir / TABLE_FILE, table)
+        return table
