@@ -108,6 +108,22 @@ def test_a_foreign_checkpoint_gives_one_clear_error(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+def test_a_beam_too_large_for_the_vocabulary_gives_one_clear_error(tmp_path, workspace):
+    result = run_script(
+        "translate.py", f"ckpt_path={workspace.ckpt_path}", "search.beam_size=5000",
+        cwd=tmp_path, stdin="A dog runs.\n",
+    )  # fmt: skip
+    stderr = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    largest = (TOKENIZER_VOCAB_SIZE - 2) // 2  # pad and BOS are never output
+    assert stderr[-1] == (
+        f"error: search.beam_size=5000 is too large for this model's {TOKENIZER_VOCAB_SIZE}-token "
+        f"target vocabulary: beam search ranks 2·beam_size continuations per step; use at most "
+        f"{largest}"
+    )
+    assert result.stdout == ""
+
+
 def test_an_evaluate_sweep_prints_one_row_of_scores_per_length_penalty(tmp_path, workspace):
     sweep = tmp_path / "sweep"
     result = run_script(

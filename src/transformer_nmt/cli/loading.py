@@ -12,7 +12,7 @@ from hydra.utils import to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
 from transformer_nmt.checkpoint import LoadedCheckpoint, load_checkpoint
-from transformer_nmt.decoding import SearchOptions
+from transformer_nmt.decoding import SearchOptions, largest_beam_size
 from transformer_nmt.evaluation import TextTranslator, Translator
 
 from .errors import UsageError
@@ -80,7 +80,15 @@ def load_translator(cfg: DictConfig) -> LoadedTranslator:
                 f"with it, or give a checkpoint with ckpt_path=… instead"
             )
         checkpoint = load_from_config(cfg)
-        translator = Translator.from_checkpoint(checkpoint, search_options(cfg))
+        options = search_options(cfg)
+        largest = largest_beam_size(checkpoint.model, checkpoint.bos_id, checkpoint.eos_id)
+        if options.beam_size > largest:
+            raise UsageError(
+                f"search.beam_size={options.beam_size} is too large for this model's "
+                f"{checkpoint.model.config.tgt_vocab_size}-token target vocabulary: beam search "
+                f"ranks 2·beam_size continuations per step; use at most {largest}"
+            )
+        translator = Translator.from_checkpoint(checkpoint, options)
         return LoadedTranslator(
             translator, checkpoint.src_lang, checkpoint.tgt_lang, str(checkpoint.path), device
         )

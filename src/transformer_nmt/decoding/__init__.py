@@ -6,7 +6,7 @@ sentence, best first; ``translate_token_ids`` batches lists of ids of any length
 takes one :class:`SearchOptions` (or keyword overrides of its fields).
 """
 
-from .beam import beam_search
+from .beam import beam_search, largest_beam_size
 from .greedy import greedy_hypotheses, greedy_search, rerun_greedy_search
 from .hypothesis import Hypothesis
 from .lengths import gnmt_length_penalty, max_output_lengths
@@ -20,6 +20,7 @@ __all__ = [
     "gnmt_length_penalty",
     "greedy_hypotheses",
     "greedy_search",
+    "largest_beam_size",
     "max_output_lengths",
     "rerun_greedy_search",
     "translate_token_ids",

@@ -190,12 +190,17 @@ def _check_beam_arguments(
             f"n_best must be between 1 and beam_size ({beam_size}), got {n_best}; "
             f"raise beam_size to get more hypotheses"
         )
-    allowed = model.config.tgt_vocab_size - len(
-        banned_token_ids(model.config.pad_id, bos_id, eos_id)
-    )
-    if 2 * beam_size > allowed:
+    largest = largest_beam_size(model, bos_id, eos_id)
+    if beam_size > largest:
         raise ValueError(
             f"beam_size={beam_size} is too large for a target vocabulary of "
             f"{model.config.tgt_vocab_size} tokens: beam search ranks 2·beam_size continuations "
-            f"per step, so beam_size must be at most {allowed // 2}"
+            f"per step, so beam_size must be at most {largest}"
         )
+
+
+def largest_beam_size(model: Transformer, bos_id: int, eos_id: int) -> int:
+    """The largest ``beam_size`` the model's target vocabulary allows: each step ranks
+    2·beam_size continuations among the tokens a search may output."""
+    banned = banned_token_ids(model.config.pad_id, bos_id, eos_id)
+    return (model.config.tgt_vocab_size - len(banned)) // 2
