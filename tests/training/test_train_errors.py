@@ -63,6 +63,17 @@ def test_config_errors_stop_before_any_data_work(tiny_overrides, tmp_path, case)
     assert not cache.exists()  # the corpus was not read, no BPE trained
 
 
+def test_a_beam_the_vocabulary_cannot_take_stops_before_training(tiny_overrides, tmp_path):
+    """Found once the vocabulary is known, not after training when the final evaluation decodes."""
+    run_dir = tmp_path / "run"
+    args = [*tiny_overrides, "search.beam_size=100", f"hydra.run.dir={run_dir}"]
+    result = run_script("train.py", *args, cwd=tmp_path)
+    failed_run(
+        result, run_dir, "search.beam_size=100 is too large for this model's 120-token target "
+        "vocabulary", "use at most 59",
+    )  # fmt: skip
+
+
 @slow_fixture(scope="module")
 def trained_run(tiny_overrides, tmp_path_factory):
     """Four steps of the tiny model; its last.ckpt is resumed from below."""

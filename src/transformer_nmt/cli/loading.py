@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from transformer_nmt.checkpoint import LoadedCheckpoint, load_checkpoint
 from transformer_nmt.decoding import SearchOptions, largest_beam_size
 from transformer_nmt.evaluation import TextTranslator, Translator
+from transformer_nmt.model import Transformer
 
 from .errors import UsageError
 
@@ -68,6 +69,18 @@ def search_options(cfg: DictConfig) -> SearchOptions:
         raise UsageError(f"search: {error}") from error
 
 
+def check_beam_size(options: SearchOptions, model: Transformer, bos_id: int, eos_id: int) -> None:
+    """A ``search.beam_size`` the model's target vocabulary cannot take is a usage error, found
+    before any decoding (or training) starts."""
+    largest = largest_beam_size(model, bos_id, eos_id)
+    if options.beam_size > largest:
+        raise UsageError(
+            f"search.beam_size={options.beam_size} is too large for this model's "
+            f"{model.config.tgt_vocab_size}-token target vocabulary: beam search ranks "
+            f"2·beam_size continuations per step; use at most {largest}"
+        )
+
+
 def load_translator(cfg: DictConfig) -> LoadedTranslator:
     """The translator ``cfg.engine`` names: ``torch`` decodes a checkpoint (``ckpt_path``) with
     our search, ``ct2`` a CTranslate2 export (``model_dir``); both with the ``search`` options."""
@@ -81,13 +94,7 @@ def load_translator(cfg: DictConfig) -> LoadedTranslator:
             )
         checkpoint = load_from_config(cfg)
         options = search_options(cfg)
-        largest = largest_beam_size(checkpoint.model, checkpoint.bos_id, checkpoint.eos_id)
-        if options.beam_size > largest:
-            raise UsageError(
-                f"search.beam_size={options.beam_size} is too large for this model's "
-                f"{checkpoint.model.config.tgt_vocab_size}-token target vocabulary: beam search "
-                f"ranks 2·beam_size continuations per step; use at most {largest}"
-            )
+        check_beam_size(options, checkpoint.model, checkpoint.bos_id, checkpoint.eos_id)
         translator = Translator.from_checkpoint(checkpoint, options)
         return LoadedTranslator(
             translator, checkpoint.src_lang, checkpoint.tgt_lang, str(checkpoint.path), device

@@ -32,6 +32,7 @@ from transformer_nmt.training.module import TranslationModule
 
 from .errors import UsageError
 from .library_notices import silence_library_notices
+from .loading import check_beam_size
 from .train_config import (
     TrainConfig,
     build_run_loggers,
@@ -106,6 +107,8 @@ def _fit(cfg: DictConfig) -> float | None:
             run_config=run_config,
             tokenizer_identity=tokenizer_identity(datamodule.tokenizer),
         )
+        # `search` (the final evaluation, BLEU callbacks) must fit the model: check before training
+        check_beam_size(checked.search, module.model, datamodule.bos_id, datamodule.eos_id)
         if pretrained is not None:
             module.model.load_state_dict(pretrained.model.state_dict())
             log.info("initialised the model from %s", cfg.init_from)
