@@ -229,7 +229,8 @@ def test_experiments_apply_their_recipes():
     assert notebook.data.train_split == "train[:10%]" and notebook.data.tokenizer == "pretrained"
     assert "opus-mt" in notebook.data.tokenizer_name and notebook.scheduler.warmup == 4000
     small = compose_train("experiment=multi30k")
-    assert small.data.source == "multi30k" and small.model.d_model == 256
+    assert small.data.source == "multi30k" and small.model.d_model == 128
+    assert small.scheduler.name == "inverse_sqrt" and small.scheduler.peak_lr > 0
     # README: the five newest epochs are kept apart from best/last, for average_checkpoints.py
     epochs = small.callbacks.epoch_checkpoints
     assert (epochs.monitor, epochs.mode, epochs.save_top_k) == ("step", "max", 5)
@@ -239,7 +240,7 @@ def test_experiments_apply_their_recipes():
     assert (base.model.norm, base.model.n_heads, base.model.d_model) == ("post", 8, 256)
     assert (base.model.n_layers, base.model.d_ff, base.model.dropout) == (3, 1024, 0.1)
     assert base.trainer.max_steps == 3000 and base.final_eval.bleu and base.search.beam_size == 1
-    # the CPU recipes step on one batch of 2048 tokens
+    # the CPU recipes step on one batch
     assert small.trainer.accumulate_grad_batches == base.trainer.accumulate_grad_batches == 1
 
 
