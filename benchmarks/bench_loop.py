@@ -5,15 +5,14 @@
     python benchmarks/bench_loop.py --profile [--steps 40] [--train-tree PATH]
         [--profile-before PATH]
 
-The model and batches are ``experiment=multi30k``'s (pre-norm, d_model 256, 4 heads, 3 + 3
-layers, d_ff 1024, dropout 0.2, an 8000-type joint BPE, token buckets of 2048 padded tokens),
+The model, batches and schedule are ``experiment=multi30k``'s (``conf/experiment/multi30k.yaml``),
 the first ``--steps`` batches of epoch 0; glibc's malloc is tuned in both, as ``train.py``
 does by default (``keep_freed_host_memory``).
 
 * **bare step**: a plain PyTorch loop over those batches, collated beforehand: forward, the
   loss ``train.py`` uses (the fused loss, or ``--plain-loss``: logits, then
   ``label_smoothed_loss``), its mean over the batch's target tokens, backward, gradient
-  clipping at norm 1, Adam, the Noam schedule. Nothing else.
+  clipping at norm 1, Adam, the learning-rate schedule. Nothing else.
 * **train.py**: ``python <train tree>/train.py experiment=multi30k`` itself, in a subprocess,
   for ``--steps`` optimizer steps, with CSV logging, its callbacks and its progress bar
   (``--no-progress-bar`` turns it off), without validation or final evaluation. A callback
