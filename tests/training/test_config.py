@@ -112,6 +112,7 @@ def test_model_config_errors_name_the_key_and_the_fix():
         ("+data.max_token=1000", "unknown data option(s) ['max_token']; valid keys are"),
         ("final_eval.splits=[dev]", "final_eval: final_eval.splits has unknown split(s) ['dev']"),
         ("scheduler.warmup=0", "scheduler: scheduler.warmup must be a positive integer, got 0"),
+        ("trainer.max_steps=-1 scheduler.cooldown=500", "scheduler: scheduler.cooldown=500 needs"),
         ("label_smoothing=1.5", "label_smoothing must be in [0, 1), got 1.5"),
         ("callbacks.last_checkpoint.every_n_train_steps=0", "callbacks.last_checkpoint: every_n"),
         ("optimized_metric=val/acc", "optimized_metric: optimized_metric=val/acc is not a metric"),
@@ -120,7 +121,7 @@ def test_model_config_errors_name_the_key_and_the_fix():
 )
 def test_every_config_object_is_checked_before_the_data(override, error, tmp_path):
     with pytest.raises(UsageError) as raised:
-        check_config(compose_train(override, output_dir=str(tmp_path)))
+        check_config(compose_train(*override.split(), output_dir=str(tmp_path)))
     assert str(raised.value).startswith(error)
 
 
@@ -158,6 +159,13 @@ def test_scheduler_options_peak_at_warmup(name):
     schedule = OmegaConf.to_object(cfg.scheduler)
     assert isinstance(schedule, StepSchedule) and schedule.d_model == cfg.model.d_model
     assert schedule.lr(50) == max(schedule.lr(s) for s in range(1, 200))
+
+
+def test_a_cooldown_ends_where_trainer_max_steps_does():
+    cfg = compose_train("scheduler=inverse_sqrt", "scheduler.cooldown=100", "trainer.max_steps=400")
+    schedule = OmegaConf.to_object(cfg.scheduler)
+    assert schedule.total_steps == 400
+    assert schedule.lr(300) > schedule.lr(350) > schedule.lr(399) > schedule.lr(400) == 0.0
 
 
 @pytest.mark.parametrize("name", conf_options("trainer"))

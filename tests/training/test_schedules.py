@@ -6,6 +6,7 @@ import torch
 from transformer_nmt.training.schedules import (
     StepSchedule,
     build_scheduler,
+    cooldown_factor,
     inverse_sqrt,
     linear_warmup,
     noam,
@@ -32,10 +33,28 @@ def test_inverse_sqrt_and_linear_warmup_reach_peak_lr_at_warmup():
     assert linear_warmup(9000, 4000, 5e-4) == pytest.approx(5e-4)
 
 
+def test_a_cooldown_falls_linearly_to_zero_over_the_last_steps():
+    assert cooldown_factor(700, total_steps=1000, cooldown=300) == 1.0
+    assert cooldown_factor(850, total_steps=1000, cooldown=300) == pytest.approx(0.5)
+    assert cooldown_factor(1000, total_steps=1000, cooldown=300) == 0.0
+    assert cooldown_factor(1200, total_steps=1000, cooldown=300) == 0.0
+    plain = StepSchedule(name="inverse_sqrt", warmup=100, d_model=64, peak_lr=1e-3)
+    cooled = StepSchedule(
+        name="inverse_sqrt", warmup=100, d_model=64, peak_lr=1e-3, cooldown=300, total_steps=1000
+    )
+    assert [cooled.lr(s) for s in range(1, 701)] == [plain.lr(s) for s in range(1, 701)]
+    tail = [cooled.lr(s) for s in range(700, 1001)]
+    assert all(a > b for a, b in zip(tail[:-1], tail[1:], strict=True))  # strictly falling
+    assert cooled.lr(900) == pytest.approx(plain.lr(900) / 3)
+
+
 @pytest.mark.parametrize(
     "schedule",
     [
         StepSchedule(name="noam", warmup=10, d_model=64),
+        StepSchedule(
+            name="inverse_sqrt", warmup=10, d_model=64, peak_lr=1e-3, cooldown=10, total_steps=30
+        ),
         StepSchedule(name="inverse_sqrt", warmup=10, d_model=64, peak_lr=1e-3),
         StepSchedule(name="linear_warmup", warmup=10, d_model=64, peak_lr=1e-3),
     ],
@@ -78,3 +97,7 @@ def test_bad_schedule_settings_name_the_fix():
     optimizer = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))], lr=1e-3)
     with pytest.raises(ValueError, match="lr=1.0"):
         build_scheduler(optimizer, StepSchedule(name="noam", warmup=10, d_model=64))
+    with pytest.raises(ValueError, match=r"scheduler.cooldown=500 needs .* set trainer.max_steps"):
+        StepSchedule(name="noam", warmup=10, d_model=64, cooldown=500, total_steps=-1)
+    with pytest.raises(ValueError, match="scheduler.cooldown must be a whole number"):
+        StepSchedule(name="noam", warmup=10, d_model=64, cooldown=-5)

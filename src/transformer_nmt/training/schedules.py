@@ -4,6 +4,10 @@ The optimizer is built with base lr 1.0 and a ``LambdaLR`` whose multiplier is t
 the schedule below *is* the learning rate. ``LambdaLR`` calls its multiplier with the number of
 steps already taken (0 before the first step); :class:`StepSchedule` adds the 1, so step ``warmup``
 of the paper is the ``warmup``-th optimizer step.
+
+Any schedule may end in a *cooldown*: over the last ``cooldown`` steps before ``total_steps`` the
+learning rate falls linearly to zero (the decay phase of warmup-stable-decay schedules), annealing
+the weights that a run on a fixed step budget ends with.
 """
 
 from __future__ import annotations
@@ -32,6 +36,11 @@ def linear_warmup(step: int, warmup: int, peak_lr: float) -> float:
     return peak_lr * min(1.0, step / warmup)
 
 
+def cooldown_factor(step: int, total_steps: int, cooldown: int) -> float:
+    """1 until ``total_steps - cooldown``, then linearly down to 0 at ``total_steps`` and after."""
+    return min(1.0, max(0.0, (total_steps - step) / cooldown))
+
+
 @dataclass
 class StepSchedule:
     """A picklable ``LambdaLR`` multiplier: the lr of optimizer step ``steps_taken + 1``.
@@ -44,6 +53,10 @@ class StepSchedule:
     warmup: int = 4000  # optimizer steps to the peak
     factor: float = 1.0  # noam: scales the whole curve
     peak_lr: float | None = None  # inverse_sqrt, linear_warmup: the lr at step ``warmup``
+    cooldown: int = 0  # the last steps before ``total_steps``, over which the lr falls to 0
+    total_steps: int | None = (
+        None  # the run's optimizer steps (trainer.max_steps); cooldown needs it
+    )
 
     def __post_init__(self) -> None:
         if self.name not in SCHEDULES:
@@ -58,14 +71,30 @@ class StepSchedule:
             raise ValueError(
                 f"scheduler={self.name} needs a positive scheduler.peak_lr, got {self.peak_lr!r}"
             )
+        if not isinstance(self.cooldown, int) or self.cooldown < 0:
+            raise ValueError(
+                f"scheduler.cooldown must be a whole number of steps, got {self.cooldown!r}"
+            )
+        if self.cooldown and (
+            not isinstance(self.total_steps, int) or not 0 < self.cooldown <= self.total_steps
+        ):
+            raise ValueError(
+                f"scheduler.cooldown={self.cooldown} needs the run's length in optimizer steps: "
+                "set trainer.max_steps (scheduler.total_steps follows it) to at least "
+                f"{self.cooldown}, got {self.total_steps!r}"
+            )
 
     def lr(self, step: int) -> float:
         """The learning rate of optimizer step ``step`` (counted from 1)."""
         if self.name == "noam":
-            return noam(step, self.d_model, self.warmup, self.factor)
-        if self.name == "inverse_sqrt":
-            return inverse_sqrt(step, self.warmup, self.peak_lr)
-        return linear_warmup(step, self.warmup, self.peak_lr)
+            lr = noam(step, self.d_model, self.warmup, self.factor)
+        elif self.name == "inverse_sqrt":
+            lr = inverse_sqrt(step, self.warmup, self.peak_lr)
+        else:
+            lr = linear_warmup(step, self.warmup, self.peak_lr)
+        if self.cooldown:
+            lr *= cooldown_factor(step, self.total_steps, self.cooldown)
+        return lr
 
     def __call__(self, steps_taken: int) -> float:
         return self.lr(steps_taken + 1)
