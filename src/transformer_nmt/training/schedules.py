@@ -54,9 +54,7 @@ class StepSchedule:
     factor: float = 1.0  # noam: scales the whole curve
     peak_lr: float | None = None  # inverse_sqrt, linear_warmup: the lr at step ``warmup``
     cooldown: int = 0  # the last steps before ``total_steps``, over which the lr falls to 0
-    total_steps: int | None = (
-        None  # the run's optimizer steps (trainer.max_steps); cooldown needs it
-    )
+    total_steps: int | None = None  # the run's optimizer steps: where a cooldown ends
 
     def __post_init__(self) -> None:
         if self.name not in SCHEDULES:
