@@ -48,6 +48,18 @@ def test_a_cooldown_falls_linearly_to_zero_over_the_last_steps():
     assert cooled.lr(900) == pytest.approx(plain.lr(900) / 3)
 
 
+def test_a_cooldown_cut_short_is_reported_with_the_rate_it_ended_at():
+    cooled = StepSchedule(
+        name="inverse_sqrt", warmup=100, d_model=64, peak_lr=1e-3, cooldown=300, total_steps=1000
+    )
+    warning = cooled.unfinished_cooldown(850)  # max_time stopped the run half-way down
+    assert "step 850 of trainer.max_steps=1,000" in warning
+    assert f"{cooled.lr(850):.3g}" in warning and "trainer.max_steps" in warning
+    assert cooled.unfinished_cooldown(1000) is None  # the cooldown reached 0
+    plain = StepSchedule(name="inverse_sqrt", warmup=100, d_model=64, peak_lr=1e-3)
+    assert plain.unfinished_cooldown(850) is None  # nothing to finish
+
+
 @pytest.mark.parametrize(
     "schedule",
     [

@@ -167,3 +167,14 @@ def test_a_normal_run_prints_no_warnings(many_loggers_run):
     assert "Total params" in output and "FLOPs" not in output  # the summary, less its FLOPs
     assert "warn" not in stderr.lower(), stderr
     assert "LeafSpec" not in output and "💡" not in output and "limit_val_batches" not in output
+
+
+def test_a_cooldown_that_max_epochs_cuts_short_is_warned_of(tiny_overrides, tmp_path):
+    # ~35 batches per epoch: one epoch ends the run long before the 200-step budget's cooldown
+    args = [*without(tiny_overrides, "trainer.max_steps", "trainer.val_"), "trainer.max_epochs=1"]
+    args += ["trainer.max_steps=200", "scheduler.cooldown=100", f"hydra.run.dir={tmp_path / 'run'}"]
+    result = run_train(args, cwd=tmp_path)
+    output = result.stdout + result.stderr
+    assert "of trainer.max_steps=200" in output and "cooldown of 100 steps did not finish" in output
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert f"training stopped at optimizer step {summary['steps']} " in output

@@ -123,6 +123,10 @@ def _fit(cfg: DictConfig) -> float | None:
         if requeue is not None and requeue.requested:
             status = "requeued"
         elif not trainer.interrupted:
+            if trainer.is_global_zero and (
+                warning := module.schedule.unfinished_cooldown(trainer.global_step)
+            ):
+                log.warning(warning)
             final = final_evaluation(
                 trainer, module, datamodule, checked.final_eval, checked.search
             )

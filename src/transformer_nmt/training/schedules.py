@@ -94,6 +94,19 @@ class StepSchedule:
             lr *= cooldown_factor(step, self.total_steps, self.cooldown)
         return lr
 
+    def unfinished_cooldown(self, steps_taken: int) -> str | None:
+        """What to warn of when training stopped before its cooldown brought the lr to 0
+        (``max_time`` or ``max_epochs`` came first); None without a cooldown or after it."""
+        if not self.cooldown or steps_taken >= self.total_steps:
+            return None
+        return (
+            f"training stopped at optimizer step {steps_taken:,} of trainer.max_steps="
+            f"{self.total_steps:,} (max_time or max_epochs came first), so the "
+            f"scheduler.cooldown of {self.cooldown:,} steps did not finish: the last learning "
+            f"rate was {self.lr(steps_taken):.3g}, not 0. Set trainer.max_steps to a budget the "
+            "run reaches to anneal the weights."
+        )
+
     def __call__(self, steps_taken: int) -> float:
         return self.lr(steps_taken + 1)
 
