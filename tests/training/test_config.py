@@ -244,6 +244,8 @@ def test_experiments_apply_their_recipes():
     assert (epochs.monitor, epochs.mode, epochs.save_top_k) == ("step", "max", 5)
     assert Path(epochs.dirpath).parent == Path(small.callbacks.last_checkpoint.dirpath)
     assert small.final_eval.bleu and small.search.beam_size == 4
+    # a step budget whose cooldown starts after the warmup ends
+    assert small.trainer.max_steps - small.scheduler.cooldown > small.scheduler.warmup > 0
     base = compose_train("experiment=multi30k_base")
     assert (base.model.norm, base.model.n_heads, base.model.d_model) == ("post", 8, 256)
     assert (base.model.n_layers, base.model.d_ff, base.model.dropout) == (3, 1024, 0.1)
