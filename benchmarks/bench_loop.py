@@ -107,6 +107,8 @@ def train_overrides(args, cache_dir: str, run_dir: str) -> list[str]:
     train_yaml = (args.train_tree / "conf" / "train.yaml").read_text()
     if "optimized_metric" in train_yaml:  # (an older tree has none)
         overrides.append("optimized_metric=null")  # no final evaluation at all
+    if "cooldown" in (args.train_tree / "conf" / "experiment" / "multi30k.yaml").read_text():
+        overrides.append("scheduler.cooldown=0")  # the recipe's cooldown is longer than the run
     if args.no_progress_bar:
         overrides.append("trainer.enable_progress_bar=false")
     if args.plain_loss and "fused_loss" in train_yaml:

@@ -125,6 +125,16 @@ def test_every_config_object_is_checked_before_the_data(override, error, tmp_pat
     assert str(raised.value).startswith(error)
 
 
+@pytest.mark.parametrize("debug", conf_options("debug"))
+@pytest.mark.parametrize("experiment", conf_options("experiment"))
+def test_every_recipe_can_be_checked_in_seconds(experiment, debug, tmp_path):
+    # e.g. debug=smoke's 250 steps are shorter than a recipe's cooldown: the debug option wins
+    cfg = compose_train(f"experiment={experiment}", f"debug={debug}", output_dir=str(tmp_path))
+    check_config(cfg)
+    schedule = OmegaConf.to_object(cfg.scheduler)
+    assert schedule.cooldown <= max(schedule.total_steps, 0)
+
+
 def test_resuming_checks_the_checkpoint_before_the_data(tmp_path, workspace):
     model = workspace.model.config.to_dict()
     averaged = average_checkpoints([workspace.ckpt_path] * 2, tmp_path / "averaged.ckpt")

@@ -77,9 +77,9 @@ class StepSchedule:
             not isinstance(self.total_steps, int) or not 0 < self.cooldown <= self.total_steps
         ):
             raise ValueError(
-                f"scheduler.cooldown={self.cooldown} needs the run's length in optimizer steps: "
-                "set trainer.max_steps (scheduler.total_steps follows it) to at least "
-                f"{self.cooldown}, got {self.total_steps!r}"
+                f"scheduler.cooldown={self.cooldown} needs a run of at least as many optimizer "
+                f"steps, got {self.total_steps!r}: set trainer.max_steps (scheduler.total_steps "
+                f"follows it) to at least {self.cooldown}, or scheduler.cooldown=0 for none"
             )
 
     def lr(self, step: int) -> float:
