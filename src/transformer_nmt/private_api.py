@@ -111,13 +111,16 @@ def submitit_task_script() -> str:
     """The script whose Hydra task function a submitit job runs (its process is
     ``python -m submitit.core._submit``): the file that defined ``task_function`` of the
     ``BaseSubmititLauncher`` pickled as the job's call (``DelayedSubmission.load`` of
-    ``JobEnvironment().paths.submitted_pickle``; checked with submitit 1.5.4 and
-    hydra-submitit-launcher 1.2.0)."""
+    ``JobEnvironment().paths.submitted_pickle``; checked with submitit 1.5.4,
+    hydra-submitit-launcher 1.2.0 and cloudpickle 3.1.1-3.1.3). cloudpickle pickles a script's
+    function by value with its module's ``__file__`` among the globals it keeps; the code's own
+    ``co_filename`` it keeps only before 3.1.3 (after: ``"<dynamic-code>"``)."""
     import submitit
     from submitit.helpers import DelayedSubmission
 
     delayed = DelayedSubmission.load(submitit.JobEnvironment().paths.submitted_pickle)
-    return delayed.function.task_function.__code__.co_filename
+    task_function = delayed.function.task_function
+    return task_function.__globals__.get("__file__") or task_function.__code__.co_filename
 
 
 # -- W&B through Lightning's WandbLogger ---------------------------------------------------------

@@ -70,7 +70,8 @@ def test_a_signalled_job_is_requeued_and_continues_from_the_step_it_saved(
     process = start_train_until(args, tmp_path, last, stdout=subprocess.PIPE)
     try:
         task = submitit_task(process.pid)
-        assert last.exists() and task is not None, "the job never started training"
+        job_logs = "".join(p.read_text() for p in sweep_dir.glob(".submitit/*/*_log.err"))
+        assert last.exists() and task is not None, f"the job never trained:\n{job_logs[-3000:]}"
         os.kill(task, signal.SIGUSR2)  # what SLURM sends before the time limit or pre-emption
         output, _ = process.communicate(timeout=240)
     finally:
