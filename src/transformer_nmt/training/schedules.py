@@ -96,12 +96,12 @@ class StepSchedule:
 
     def unfinished_cooldown(self, steps_taken: int) -> str | None:
         """What to warn of when training stopped before its cooldown brought the lr to 0
-        (``max_time`` or ``max_epochs`` came first); None without a cooldown or after it."""
+        (``max_time``, ``max_epochs`` or early stopping came first); None without one or after."""
         if not self.cooldown or steps_taken >= self.total_steps:
             return None
         return (
             f"training stopped at optimizer step {steps_taken:,} of trainer.max_steps="
-            f"{self.total_steps:,} (max_time or max_epochs came first), so the "
+            f"{self.total_steps:,} (max_time, max_epochs or early stopping came first), so the "
             f"scheduler.cooldown of {self.cooldown:,} steps did not finish: the last learning "
             f"rate was {self.lr(steps_taken):.3g}, not 0. Set trainer.max_steps to a budget the "
             "run reaches to anneal the weights."
