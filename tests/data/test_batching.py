@@ -1,6 +1,8 @@
 """Token-bucket batching, DDP sharding, epochs and resume, also inside a Lightning Trainer."""
 
 import gc
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import lightning.pytorch as pl
@@ -246,3 +248,39 @@ def test_forked_workers_keep_the_parents_objects_frozen_and_yield_the_same_batch
     assert gc.get_freeze_count() == 0  # this process collects its objects again
     plain = SharingDataLoader(dataset, batch_sampler=sampler, num_workers=2, collate_fn=list)
     assert [list(b) for b in plain] == [list(b) for b in sampler]
+
+
+# Anonymous resident memory (MiB) a sampler over 3M examples holds once its first epoch started,
+# in a process whose heap keeps freed memory (train.py's keep_freed_host_memory).
+EPOCH_MEMORY_PROBE = """
+import sys
+import numpy as np
+from transformer_nmt.data import TokenBucketBatchSampler
+from transformer_nmt.launch.host_memory import keep_freed_memory, release_free_memory
+
+def anonymous_mib():
+    with open("/proc/self/smaps_rollup") as rollup:
+        return next(int(l.split()[1]) for l in rollup if l.startswith("Pss_Anon")) / 1024
+
+assert keep_freed_memory()
+lengths = np.random.default_rng(0).integers(1, 100, 3_000_000).astype(np.int32)
+release_free_memory()
+before = anonymous_mib()
+sampler = TokenBucketBatchSampler(lengths, tiebreak_lengths=lengths, max_tokens=4096, seed=1)
+first = next(iter(sampler))
+print(lengths.nbytes / 2**20, anonymous_mib() - before)
+"""
+
+
+@pytest.mark.slow  # starts a Python process
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc and /proc are Linux's")
+def test_an_epoch_keeps_its_batches_not_the_temporaries_of_sorting_them():
+    out = subprocess.run(
+        [sys.executable, "-c", EPOCH_MEMORY_PROBE], capture_output=True, text=True, check=True
+    ).stdout.split()
+    lengths_mib, held_mib = float(out[0]), float(out[1])
+    # the epoch's order (the size of the lengths) and the batch list; sorting made temporaries
+    # several times that size, which the heap would keep unless given back
+    assert held_mib < 3 * lengths_mib, (
+        f"{held_mib:.0f} MiB held for {lengths_mib:.0f} MiB of lengths"
+    )

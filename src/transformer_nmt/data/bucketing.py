@@ -104,7 +104,11 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
             self._resume = None
             skip = resume_skip if resume_epoch == epoch else 0
         self._iteration = (epoch, skip)
-        for batch in self.rank_batches(epoch)[skip:]:
+        batches = self.rank_batches(epoch)[skip:]
+        # Sorting the epoch made temporaries several times the size of ``lengths``; the heap keeps
+        # freed memory (keep_freed_host_memory), so hand it back now rather than hold it all epoch
+        release_free_memory()
+        for batch in batches:
             yield batch.tolist()
 
     def position(self, handed_out: int) -> tuple[int, int]:
