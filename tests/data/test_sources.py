@@ -2,6 +2,8 @@
 
 import gzip
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pyarrow as pa
@@ -122,6 +124,45 @@ def test_wmt16_files_missing_file_and_missing_split(tmp_path, wmt16_jsonl, fresh
     )
     with pytest.raises(DataError, match="no entry for split 'validation'"):
         dm.raw_pairs("val")
+
+
+def test_files_are_fingerprinted_by_path_size_mtime_slice_and_direction(wmt16_jsonl):
+    path = wmt16_jsonl["train"]
+    split = sources.open_files_split({"train": path}, "train", "en", "de")
+    first = split.fingerprint()
+    assert sources.open_files_split({"train": path}, "train", "en", "de").fingerprint() == first
+    assert (
+        sources.open_files_split({"train": path}, "train[:50%]", "en", "de").fingerprint() != first
+    )
+    assert sources.open_files_split({"train": path}, "train", "de", "en").fingerprint() != first
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"translation": {"de": "Noch einer.", "en": "One more."}}) + "\n")
+    assert split.fingerprint() != first
+
+
+@pytest.mark.slow  # starts a Python process
+def test_a_warm_start_from_files_never_loads_datasets(wmt16_jsonl, fresh_cache_dir):
+    options = dict(
+        source="wmt16_files",
+        data_files=wmt16_jsonl,
+        vocab_size=200,
+        max_len=32,
+        max_tokens=256,
+        cache_dir=str(fresh_cache_dir),
+    )
+    built = TranslationDataModule(**options)
+    built.setup("fit")  # trains the tokenizer and fills the cache
+    warm_start = (
+        "import sys\n"
+        "from transformer_nmt.data import TranslationDataModule\n"
+        f"dm = TranslationDataModule(**{options!r})\n"
+        "dm.setup('fit')\n"
+        "print(len(dm.datasets['train']), 'datasets' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", warm_start], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out == [str(len(built.datasets["train"])), "False"]
 
 
 def test_rows_without_translation_column(tmp_path, fresh_cache_dir):

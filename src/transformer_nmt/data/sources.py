@@ -14,6 +14,7 @@ import re
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -307,10 +308,9 @@ def open_hub_split(
 
 def open_files_split(
     data_files: Mapping[str, object], split: str, src_lang: str, tgt_lang: str
-) -> DatasetSplit:
-    """Load ``split`` of local WMT16-schema jsonl/parquet files through ``datasets``."""
-    import datasets
-
+) -> FilesSplit:
+    """``split`` of local WMT16-schema jsonl/parquet files (read through ``datasets`` when its
+    text is first needed)."""
     name = re.match(r"^[^\[]+", split).group(0)
     if name not in data_files:
         raise DataError(
@@ -318,18 +318,56 @@ def open_files_split(
             f"{{'train': path, 'validation': path, 'test': path}} of jsonl or parquet files"
         )
     entry = data_files[name]
-    paths = [Path(p) for p in ([entry] if isinstance(entry, str | Path) else entry)]
+    paths = tuple(Path(p) for p in ([entry] if isinstance(entry, str | Path) else entry))
     for path in paths:
         if not path.is_file():
             raise DataError(
                 f"data file {path} for split {name!r} does not exist; expected jsonl or parquet "
                 f"rows of {{'translation': {{'{src_lang}': ..., '{tgt_lang}': ...}}}}"
             )
-    dataset = datasets.load_dataset(
-        _file_builder(paths[0]), data_files={name: [str(p) for p in paths]}, split=split
-    )
-    description = f"{', '.join(map(str, paths))}[{split}]"
-    return _checked_dataset_split(dataset, src_lang, tgt_lang, description)
+    _file_builder(paths[0])  # a format it cannot read: the error now, not after the BPE
+    return FilesSplit(paths, name, split, src_lang, tgt_lang)
+
+
+@dataclass(frozen=True)
+class FilesSplit(ParallelSplit):
+    """A split of local WMT16-schema files. Its fingerprint is the files' paths, sizes and
+    modification times (what ``datasets`` keys local files by), so a run whose cache is built
+    never loads ``datasets``, its arrow copy of the corpus or their memory (~60 MiB per rank)."""
+
+    paths: tuple[Path, ...]
+    name: str  # the data_files entry
+    split: str  # the entry, or a slice of it: "train[:10%]"
+    src_lang: str
+    tgt_lang: str
+
+    @property
+    def description(self) -> str:
+        return f"{', '.join(map(str, self.paths))}[{self.split}]"
+
+    def fingerprint(self) -> str:
+        stats = [(str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns) for p in self.paths]
+        return fingerprint("files", stats, self.split, self.src_lang, self.tgt_lang)
+
+    def count_pairs(self) -> int:
+        return self._dataset.count_pairs()
+
+    def chunks(self, size: int | None = None) -> Iterator[Chunk]:
+        return self._dataset.chunks(size)
+
+    def _chunks_of(self, chosen: np.ndarray) -> Iterator[Chunk]:
+        return self._dataset._chunks_of(chosen)
+
+    @cached_property
+    def _dataset(self) -> DatasetSplit:
+        import datasets
+
+        dataset = datasets.load_dataset(
+            _file_builder(self.paths[0]),
+            data_files={self.name: [str(p) for p in self.paths]},
+            split=self.split,
+        )
+        return _checked_dataset_split(dataset, self.src_lang, self.tgt_lang, self.description)
 
 
 def _file_builder(path: Path) -> str:
