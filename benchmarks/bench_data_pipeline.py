@@ -21,9 +21,9 @@ summed over the process and all its descendants (``process_memory.py``):
   peak while training.
 * ddp: warm, on 2 CPU ranks (``trainer.devices=2``, gloo), ``--num-workers`` DataLoader workers
   per rank; the peak of the tree and of each process. What the second rank adds beyond its
-  step's own tensors is its PSS and its workers' as the first step starts, before any step
-  tensor exists (differences of peaks are unreliable: the heap keeps whichever step was
-  largest, so one process's peak varies by gigabytes from run to run).
+  step's own tensors is its PSS and its workers' as its own first step starts (the last sample
+  before it), before any step tensor exists (differences of peaks are unreliable: the heap
+  keeps whichever step was largest, so one process's peak varies by gigabytes from run to run).
 
 ``--report results.json`` prints the tables of an earlier ``--json`` file without running.
 
@@ -65,18 +65,22 @@ FIRST_STEP_FILE = "first_step.txt"
 
 class FirstStepClock(Callback):
     """Writes to ``path`` (rank 0) the wall-clock times at which the first training batch
-    starts (the data is ready) and at which the first optimizer step ends, one per line."""
+    starts (the data is ready) and at which the first optimizer step ends, one per line; every
+    other rank writes the time its own first batch starts to ``path.rank<r>``."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.times: list[float] = []
 
     def on_train_batch_start(self, trainer, *args, **kwargs) -> None:
-        if not self.times and trainer.global_rank == 0:
-            self.times.append(time.time())
+        if self.times:
+            return
+        self.times.append(time.time())
+        if trainer.global_rank != 0:
+            Path(f"{self.path}.rank{trainer.global_rank}").write_text(f"{self.times[0]}\n")
 
     def on_train_batch_end(self, trainer, *args, **kwargs) -> None:
-        if len(self.times) == 1:
+        if len(self.times) == 1 and trainer.global_rank == 0:
             self.times.append(time.time())
             Path(self.path).write_text("".join(f"{t}\n" for t in self.times))
 
@@ -164,7 +168,8 @@ def run_train(
 ) -> Run:
     run_dir.mkdir(parents=True, exist_ok=True)
     clock = run_dir / FIRST_STEP_FILE
-    clock.unlink(missing_ok=True)
+    for stale in run_dir.glob(FIRST_STEP_FILE + "*"):
+        stale.unlink()
     overrides = [
         "data=wmt16_files",
         *(f"data.data_files.{s}={corpus_dir / s}.jsonl" for s in ("train", "validation", "test")),
@@ -224,6 +229,12 @@ def run_train(
     result.peak_by_role_gib = sampler.peak_by_role_gib()
     result.peak_anon_by_role_gib = sampler.peak_by_role_gib(anonymous=True)
     result.ready_by_role_gib = sampler.by_role_at_gib(ready)
+    for rank_clock in run_dir.glob(FIRST_STEP_FILE + ".rank*"):  # each rank at its own start
+        role = "rank" + rank_clock.name.rsplit(".rank", 1)[1]
+        at_start = sampler.by_role_at_gib(float(rank_clock.read_text()) - started_wall)
+        result.ready_by_role_gib.update(
+            {r: gib for r, gib in at_start.items() if r == role or r.startswith(role + "/")}
+        )
     result.bpe_s = _logged_seconds(log_text, r"trained joint BPE .* in ([\d.]+) ?s")
     result.encode_s = _logged_seconds(
         log_text, r"encoded \d+ pairs of \S*train\S* .*in ([\d.]+) ?s"
