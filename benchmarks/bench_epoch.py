@@ -75,7 +75,7 @@ def main() -> None:
         train = dm.datasets["train"]
         examples = [train[i] for i in range(len(train))]
         collate, pad_id, vocab = dm.collator, dm.pad_id, dm.vocab_size
-    lengths, src_lengths = train.lengths, train.src_lengths
+        lengths, src_lengths, tgt_lengths = train.lengths, train.src_lengths, train.tgt_lengths
     too_long = int((lengths > PAD_TO_LENGTH).sum())
     if too_long:
         raise SystemExit(f"{too_long} sentences are longer than {PAD_TO_LENGTH} tokens")
@@ -95,8 +95,8 @@ def main() -> None:
         width = PAD_TO_LENGTH if name.startswith("padded") else None
         cells = real = tokens = 0
         for batch in batches:  # padding share and target tokens of the whole epoch
-            src = train.src_lengths[batch]
-            tgt = train.tgt_lengths[batch]
+            src = src_lengths[batch]
+            tgt = tgt_lengths[batch]
             cells += len(batch) * ((width or src.max()) + (width or tgt.max()))
             real += int(src.sum() + tgt.sum())
             tokens += int(tgt.sum())

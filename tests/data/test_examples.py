@@ -12,6 +12,7 @@ import torch
 
 from tests.helpers.corpus import EMPTY_PAIR_INDEX, LONG_PAIR_INDEX, write_lines
 from transformer_nmt.data import DataError, encoding
+from transformer_nmt.data.bucketing import TokenBucketBatchSampler
 from transformer_nmt.data.encoding import encode_texts
 
 
@@ -172,19 +173,44 @@ def test_batched_fetch_pads_like_one_example_at_a_time(make_dm, tiny_dir, tiny_p
             assert torch.equal(tensor, one_by_one[key]), (split, key)
 
 
-def test_what_a_rank_keeps_per_example_is_four_bytes_an_array(make_dm):
-    """The arrays a rank holds for the whole run grow with the corpus: 4-byte ids and lengths,
-    and the training batches are views of one 4-byte order."""
+def test_what_a_rank_keeps_per_example_is_three_four_byte_arrays(make_dm):
+    """The arrays a rank holds for the whole run grow with the corpus: 4-byte ids, source
+    lengths and longer-side lengths, the last shared with the sampler rather than copied."""
     dm = make_dm()
     dm.setup("fit")
     examples = dm.datasets["train"]
-    for name in ("example_ids", "src_lengths", "tgt_lengths", "lengths"):
-        assert getattr(examples, name).dtype.itemsize == 4, name
+    held = {k: v for k, v in vars(examples).items() if isinstance(v, np.ndarray)}
+    assert set(held) == {"example_ids", "src_lengths", "lengths"}
+    assert {v.dtype.itemsize for v in held.values()} == {4}
     sampler = dm.train_dataloader().batch_sampler
-    assert sampler.lengths.dtype.itemsize == 4
+    assert sampler.lengths is examples.lengths
+    np.testing.assert_array_equal(
+        examples.lengths, np.maximum(examples.src_lengths, examples.tgt_lengths)
+    )
     batches = sampler.rank_batches(0)
     assert {b.dtype.itemsize for b in batches} == {4}
     assert sorted(np.concatenate(batches).tolist()) == list(range(len(examples)))
+
+
+def test_a_rank_holds_its_own_share_of_the_epoch_order(make_dm):
+    """Under DDP a rank's batches are views of an array of its own indices alone, not of the
+    whole epoch's order."""
+    dm = make_dm()
+    dm.setup("fit")
+    examples = dm.datasets["train"]
+    shares = []
+    for rank in (0, 1):
+        sampler = TokenBucketBatchSampler(
+            examples.lengths, max_tokens=dm.max_tokens, seed=3, rank=rank, world_size=2
+        )
+        batches = sampler.rank_batches(5)
+        bases = {id(b.base) for b in batches}
+        assert len(bases) == 1
+        assert batches[0].base.size == sum(len(b) for b in batches) < len(examples)
+        whole = sampler.global_batches(5)[rank::2]
+        assert [b.tolist() for b in batches] == [b.tolist() for b in whole]
+        shares.append(np.concatenate(batches))
+    assert sorted(np.concatenate(shares).tolist()) == list(range(len(examples)))
 
 
 def _mapped_kib(path) -> int:

@@ -59,7 +59,8 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
         rank: int = 0,
         world_size: int = 1,
     ) -> None:
-        self.lengths = np.asarray(lengths, dtype=np.int32)  # 4 bytes per example, every rank
+        # 4 bytes per example, every rank; an int32 array (the data module's) is used, not copied
+        self.lengths = np.asarray(lengths, dtype=np.int32)
         self.tiebreak_lengths = None if tiebreak_lengths is None else np.asarray(tiebreak_lengths)
         if max_tokens is None and max_sentences is None:
             raise ValueError("give max_tokens or max_sentences (or both)")
@@ -130,8 +131,16 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
         self._resume = (int(epoch), int(batches_done))
 
     def rank_batches(self, epoch: int) -> list[np.ndarray]:
-        """This rank's batches (arrays of dataset indices) of ``epoch``, in iteration order."""
-        return self.global_batches(epoch)[self.rank :: self.world_size]
+        """This rank's batches (arrays of dataset indices) of ``epoch``, in iteration order.
+
+        They are views of one array of this rank's indices alone, so a rank holds its share of
+        the epoch's order, not every rank's.
+        """
+        mine = self.global_batches(epoch)[self.rank :: self.world_size]
+        if self.world_size == 1 or not mine:
+            return mine
+        ends = np.cumsum([len(batch) for batch in mine])
+        return np.split(np.concatenate(mine), ends[:-1])
 
     def global_batches(self, epoch: int) -> list[np.ndarray]:
         """All ranks' batches of ``epoch``; batch ``i`` goes to rank ``i % world_size``."""

@@ -338,12 +338,13 @@ class TranslationExamples(Dataset):
         dropped_overlong = int((keep & overlong).sum()) if drop_overlong else 0
         if drop_overlong:
             keep &= ~overlong
-        # 4-byte ids and lengths: every rank holds these per example, for the whole run
+        # Every rank holds three 4-byte arrays per example for the whole run: the ids, the
+        # source lengths (the batches' tie-break) and the longer side (what batches are cut by)
         self.example_ids = np.flatnonzero(keep).astype(_index_dtype(len(encoded)))
         src_len, tgt_len = src_len[self.example_ids], tgt_len[self.example_ids]
         # lengths as batched: source + EOS, and BOS + target (= target + EOS)
-        self.src_lengths = (np.minimum(src_len, self.body_limit) + 1).astype(np.int32)
-        self.tgt_lengths = (np.minimum(tgt_len, self.body_limit) + 1).astype(np.int32)
+        self.src_lengths = self._as_batched(src_len)
+        self.lengths = np.maximum(self.src_lengths, self._as_batched(tgt_len))
         encoded.unmap_read_pages()  # the offsets, read whole just now
         n_empty = int(empty.sum())
         self.stats = SplitStats(
@@ -357,9 +358,19 @@ class TranslationExamples(Dataset):
         )
 
     @property
-    def lengths(self) -> np.ndarray:
-        """Per example, the longer side as batched; the token budget counts this per sentence."""
-        return np.maximum(self.src_lengths, self.tgt_lengths)
+    def tgt_lengths(self) -> np.ndarray:
+        """Per example, the target as batched (BOS + ids); read from the offsets on each call.
+
+        ``lengths``, the longer side, is what batching needs, so only it and ``src_lengths`` are
+        held; this one is for reports.
+        """
+        tgt_len = np.diff(self.encoded.tgt_offsets)[self.example_ids]
+        self.encoded.unmap_read_pages()
+        return self._as_batched(tgt_len)
+
+    def _as_batched(self, body_lengths: np.ndarray) -> np.ndarray:
+        """Lengths of sides as batched: at most ``body_limit`` ids plus one special."""
+        return (np.minimum(body_lengths, self.body_limit) + 1).astype(np.int32)
 
     def __len__(self) -> int:
         return len(self.example_ids)
