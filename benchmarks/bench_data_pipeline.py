@@ -21,9 +21,11 @@ summed over the process and all its descendants (``process_memory.py``):
   peak while training.
 * ddp: warm, on 2 CPU ranks (``trainer.devices=2``, gloo), ``--num-workers`` DataLoader workers
   per rank; the peak of the tree and of each process. What the second rank adds beyond its
-  step's own tensors is its PSS and its workers' as its own first step starts (the last sample
-  before it), before any step tensor exists (differences of peaks are unreliable: the heap
-  keeps whichever step was largest, so one process's peak varies by gigabytes from run to run).
+  step's own tensors is its PSS and its workers' as its own first step starts, before any step
+  tensor exists, read by the rank itself at that moment (a sample taken from outside every
+  0.2 s can fall while the rank still sorts its epoch; differences of peaks are unreliable too:
+  the heap keeps whichever step was largest, so one process's peak varies by gigabytes from run
+  to run).
 
 ``--report results.json`` prints the tables of an earlier ``--json`` file without running.
 
@@ -52,7 +54,7 @@ from lightning.pytorch.callbacks import Callback
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from process_memory import TreeMemorySampler  # noqa: E402
+from process_memory import TreeMemorySampler, process_tree, pss_kib  # noqa: E402
 from timing import DEFAULT_MULTI30K, REPO_ROOT, load_average, print_header, script_parser  # noqa: E402
 
 EVAL_PAIRS = 3000
@@ -66,7 +68,9 @@ FIRST_STEP_FILE = "first_step.txt"
 class FirstStepClock(Callback):
     """Writes to ``path`` (rank 0) the wall-clock times at which the first training batch
     starts (the data is ready) and at which the first optimizer step ends, one per line; every
-    other rank writes the time its own first batch starts to ``path.rank<r>``."""
+    other rank writes the time its own first batch starts to ``path.rank<r>``, and the PSS (KiB)
+    of its process and its DataLoader workers read at that moment, when the sampler's epoch is
+    built and no step tensor exists yet."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -77,7 +81,10 @@ class FirstStepClock(Callback):
             return
         self.times.append(time.time())
         if trainer.global_rank != 0:
-            Path(f"{self.path}.rank{trainer.global_rank}").write_text(f"{self.times[0]}\n")
+            tree_kib = sum((pss_kib(pid) or (0, 0))[0] for pid in process_tree(os.getpid()))
+            Path(f"{self.path}.rank{trainer.global_rank}").write_text(
+                f"{self.times[0]}\n{tree_kib}\n"
+            )
 
     def on_train_batch_end(self, trainer, *args, **kwargs) -> None:
         if len(self.times) == 1 and trainer.global_rank == 0:
@@ -160,6 +167,8 @@ class Run:
     peak_by_role_gib: dict[str, float] = field(default_factory=dict)
     peak_anon_by_role_gib: dict[str, float] = field(default_factory=dict)  # Pss_Anon alone
     ready_by_role_gib: dict[str, float] = field(default_factory=dict)  # as the first step starts
+    # a rank other than 0 with its workers, read by the rank itself as its first step starts
+    tree_at_start_gib: dict[str, float] = field(default_factory=dict)
     returncode: int = 0
 
 
@@ -231,7 +240,9 @@ def run_train(
     result.ready_by_role_gib = sampler.by_role_at_gib(ready)
     for rank_clock in run_dir.glob(FIRST_STEP_FILE + ".rank*"):  # each rank at its own start
         role = "rank" + rank_clock.name.rsplit(".rank", 1)[1]
-        at_start = sampler.by_role_at_gib(float(rank_clock.read_text()) - started_wall)
+        started_at, tree_kib = rank_clock.read_text().split()
+        result.tree_at_start_gib[role] = int(tree_kib) / 2**20
+        at_start = sampler.by_role_at_gib(float(started_at) - started_wall)
         result.ready_by_role_gib.update(
             {r: gib for r, gib in at_start.items() if r == role or r.startswith(role + "/")}
         )
@@ -277,11 +288,7 @@ def print_tables(results: dict[int, dict[str, Run]]) -> None:
             for peaks in ("peak_by_role_gib", "peak_anon_by_role_gib")
         )
         main_ready = warm.ready_by_role_gib.get("main")
-        second = (
-            sum(gib for role, gib in ddp.ready_by_role_gib.items() if role.startswith("rank1"))
-            if ddp
-            else None
-        )
+        second = ddp.tree_at_start_gib.get("rank1") if ddp else None
         print(
             f"| {n_pairs:,} | {_fmt(cold.bpe_s)} | {_fmt(cold.encode_s)} ({_fmt(cold.write_s)}) "
             f"| {_fmt(cold.seconds_to_first_step)} | {cold.peak_before_step_gib:.2f} "

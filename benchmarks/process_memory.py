@@ -99,7 +99,6 @@ class TreeMemorySampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._started = time.perf_counter()
-        self._commands: dict[int, str] = {}
         self._ranks = 0
 
     def start(self) -> TreeMemorySampler:
@@ -128,10 +127,11 @@ class TreeMemorySampler:
 
     def _name(self, pid: int, parent: int | None) -> None:
         command = command_line(pid)
-        self._commands[pid] = command
         if parent is None:
             self.roles[pid] = "main"
-        elif command and command == self._commands.get(parent):
+        # the parent's command line read now: read when the parent was first seen, it may have
+        # been the launcher's, from before the parent's exec
+        elif command and command == command_line(parent):
             siblings = sum(
                 r.startswith(self.roles[parent] + "/worker") for r in self.roles.values()
             )
