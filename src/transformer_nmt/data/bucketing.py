@@ -84,7 +84,8 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
         self.epoch = 0
         self._resume: tuple[int, int] | None = None  # (epoch, batches to skip) after a restore
         self._iteration: tuple[int, int] = (0, 0)  # (epoch, batches skipped) of the running pass
-        self._num_batches = len(self.rank_batches(0))
+        # every rank gets the same number: the global list is a multiple of world_size long
+        self._num_batches = len(self.global_batches(0)) // world_size
 
     @property
     def sampler(self) -> TokenBucketBatchSampler:
