@@ -91,3 +91,26 @@ def test_captured_weights_are_distributions_over_real_keys():
     assert mha.weights.shape == (1, 2, 3, 3)
     torch.testing.assert_close(mha.weights.sum(-1), torch.ones(1, 2, 3))
     assert mha.weights[..., 2].abs().max() == 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_fused_attention_on_a_gpu_avoids_cudnn_and_equals_the_written_out_maths():
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(64, 4, 16, 16, attention="sdpa").cuda().train()
+    manual = MultiHeadAttention(64, 4, 16, 16, attention="manual").cuda().train()
+    manual.load_state_dict(mha.state_dict())
+    with profile(activities=[ProfilerActivity.CPU]) as profiler:
+        for length in (7, 13, 21):  # a new shape each call, as token buckets give
+            ids = torch.randint(1, 9, (5, length), device="cuda")
+            ids[1, length // 2 :] = 0
+            x = torch.randn(5, length, 64, device="cuda")
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                fused, written_out = (
+                    mha(x, x, padding_mask(ids, 0)),
+                    manual(x, x, padding_mask(ids, 0)),
+                )
+            torch.testing.assert_close(fused, written_out, atol=2e-2, rtol=2e-2)
+    ops = {event.key for event in profiler.key_averages()}
+    assert not any("cudnn_attention" in op for op in ops), sorted(ops)

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+# The kernels F.scaled_dot_product_attention may choose on a GPU: every one but cuDNN's. cuDNN's
+# builds a plan for each new (batch, length) shape, and token-bucket batches and decoding steps
+# bring a new shape almost every call: on an H100 it made train.py's step 4x slower than the
+# memory-efficient kernel (docs/benchmarks.md, "GPU").
+GPU_SDPA_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
 def scaled_dot_product_attention(
@@ -90,9 +98,10 @@ class MultiHeadAttention(nn.Module):
         query = self.split_heads(self.w_q(x))
         if self.attention == "sdpa" and not self.capture_weights:
             dropout_p = self.dropout_p if self.training else 0.0
-            heads = F.scaled_dot_product_attention(
-                query, key, value, attn_mask=mask, dropout_p=dropout_p
-            )
+            with sdpa_kernel(GPU_SDPA_BACKENDS) if query.is_cuda else contextlib.nullcontext():
+                heads = F.scaled_dot_product_attention(
+                    query, key, value, attn_mask=mask, dropout_p=dropout_p
+                )
         else:
             heads, weights = scaled_dot_product_attention(
                 query, key, value, mask, self.dropout if self.dropout_p > 0 else None
