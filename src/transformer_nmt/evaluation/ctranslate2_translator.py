@@ -4,10 +4,12 @@ handling and search options, CTranslate2's decoder.
 CTranslate2's search differs from ours in two ways, and this class closes the gaps it can:
 
 * **Length limit.** Ours stops each sentence after ⌊a·|src| + b⌋ tokens (|src| with its EOS;
-  at most ``max_len - 1``); CTranslate2 has one ``max_decoding_length`` per call. Greedy
-  search decodes a batch once to its longest limit and cuts each output at its own (exact:
-  a greedy output is a prefix of the longer one); beam search decodes each group of sentences
-  that share a limit in one call (exact).
+  at most ``max_len - 1``); CTranslate2 has one ``max_decoding_length`` per call. A batch is
+  decoded in one call to its longest limit. Greedy search cuts each output at its own limit
+  (exact: a greedy output is a prefix of the longer one). Beam search keeps a sentence's result
+  when every hypothesis returned for it ended before its own limit: the search stopped before
+  that limit could act, so a call with it would have returned the same; the few sentences whose
+  search ran up to their limit are decoded again, grouped by limit (exact).
 * **Length penalty.** Ours ranks finished hypotheses by log p / ((5 + |Y|) / 6)^α (GNMT);
   CTranslate2 by log p / |Y|^lp, and with lp = 0 it also stops at the first finished
   hypothesis instead of at ``beam_size`` of them. It runs here with lp = 1e-6, which keeps our
@@ -95,6 +97,7 @@ class CTranslate2Translator(TextTranslator):
         self.token_ids = {token: i for i, token in enumerate(self.tokens)}
         banned = banned_token_ids(metadata.pad_id, metadata.bos_id, metadata.eos_id)
         self.suppressed = [[self.tokens[i]] for i in sorted(banned)] or None
+        self.decoded_again = 0  # beam search: sentences decoded a second time, to their limit
 
     @property
     def src_lang(self) -> str:
@@ -124,20 +127,34 @@ class CTranslate2Translator(TextTranslator):
         return outputs
 
     def _decode_batch(self, pieces: list[list[str]], limits: list[int]) -> list[list[int]]:
+        """The best ids of each sentence, each within its own limit: one call to the longest."""
+        longest = max(limits, default=0)
+        hypotheses = self._search(pieces, longest)
         if self.options.beam_size == 1:
-            outputs = self._search(pieces, max(limits, default=0))
-            return [ids[:limit] for ids, limit in zip(outputs, limits, strict=True)]
-        outputs: list[list[int]] = [[] for _ in pieces]
-        for limit in sorted(set(limits)):
-            rows = [row for row, row_limit in enumerate(limits) if row_limit == limit]
-            for row, ids in zip(rows, self._search([pieces[r] for r in rows], limit), strict=True):
-                outputs[row] = ids
-        return outputs
+            return [h[0][0][:limit] for h, limit in zip(hypotheses, limits, strict=True)]
+        # a row whose search reached its own limit: that limit would have cut it, decode again
+        again = [
+            row
+            for row, limit in enumerate(limits)
+            if limit < longest and max(len(ids) for ids, _ in hypotheses[row]) >= limit
+        ]
+        self.decoded_again += len(again)
+        for limit in sorted({limits[row] for row in again}):
+            rows = [row for row in again if limits[row] == limit]
+            for row, found in zip(
+                rows, self._search([pieces[r] for r in rows], limit), strict=True
+            ):
+                hypotheses[row] = found
+        return [self._best_by_gnmt(found) for found in hypotheses]
 
-    def _search(self, pieces: list[list[str]], max_length: int) -> list[list[int]]:
-        """One ``translate_batch`` call to at most ``max_length`` tokens; the best ids of each."""
+    def _search(
+        self, pieces: list[list[str]], max_length: int
+    ) -> list[list[tuple[list[int], float]]]:
+        """One ``translate_batch`` call to at most ``max_length`` tokens: each sentence's
+        hypotheses as (ids, CTranslate2's score); beam search's ids end with the EOS when
+        the hypothesis finished."""
         if max_length == 0 or not pieces:
-            return [[] for _ in pieces]
+            return [[([], 0.0)] for _ in pieces]
         beam = self.options.beam_size > 1
         results = self.engine.translate_batch(
             pieces,
@@ -151,16 +168,21 @@ class CTranslate2Translator(TextTranslator):
             max_input_length=0,
             suppress_sequences=self.suppressed,
         )
-        if not beam:
-            return [[self.token_ids[t] for t in result.hypotheses[0]] for result in results]
-        return [self._best_by_gnmt(result) for result in results]
+        return [
+            [
+                ([self.token_ids[t] for t in tokens], score)
+                for tokens, score in zip(
+                    result.hypotheses, result.scores if beam else [0.0], strict=True
+                )
+            ]
+            for result in results
+        ]
 
-    def _best_by_gnmt(self, result) -> list[int]:
+    def _best_by_gnmt(self, hypotheses: list[tuple[list[int], float]]) -> list[int]:
         """The finished hypothesis with the best log p / ((5 + |Y|) / 6)^α, |Y| with the EOS.
         CTranslate2 scored each log p / |Y|^lp (|Y| with the EOS: it is returned here)."""
         best, best_score = [], -math.inf
-        for tokens, score in zip(result.hypotheses, result.scores, strict=True):
-            ids = [self.token_ids[t] for t in tokens]
+        for ids, score in hypotheses:
             log_prob = score * len(ids) ** LOG_PROB_RANKING
             gnmt = log_prob / gnmt_length_penalty(len(ids), self.options.length_penalty)
             if gnmt > best_score:
