@@ -178,18 +178,20 @@ def test_cache_reorder_follows_selected_rows(make_model):
 
 
 @pytest.mark.parametrize("attention", ["sdpa", "manual"])
-def test_hypotheses_of_one_source_share_its_memory(make_model, norm, attention):
-    """k consecutive target rows per source against one copy of the memory give the logits
-    of the memory repeated k times, with and without a cache; reordering the hypotheses
-    alone leaves the shared cross-attention cache valid."""
+def test_hypotheses_of_one_source_share_its_memory_through_the_cache(make_model, norm, attention):
+    """k consecutive target rows per source against one copy of the memory, through a cache,
+    give the logits of the memory repeated k times, one position or several at a time;
+    reordering the hypotheses alone leaves the shared cross-attention cache valid."""
     model = make_model(norm=norm, attention=attention)
     k = 3
     src = torch.cat([random_ids(23, 2, 6), torch.full((2, 2), PAD)], dim=1)
     src[1, 3:] = PAD
     tgt = random_ids(19, 2 * k, 5)
     memory = model.encode(src)
-    repeated = model.decode(tgt, memory.repeat_interleave(k, 0), src.repeat_interleave(k, 0))
-    torch.testing.assert_close(model.decode(tgt, memory, src), repeated, atol=1e-5, rtol=0)
+    repeated_memory, repeated_src = memory.repeat_interleave(k, 0), src.repeat_interleave(k, 0)
+    repeated = model.decode(tgt, repeated_memory, repeated_src)
+    at_once = model.decode(tgt, memory, src, model.new_cache())
+    torch.testing.assert_close(at_once, repeated, atol=1e-5, rtol=0)
     cache = model.new_cache()
     steps = [model.decode(tgt[:, t : t + 1], memory, src, cache) for t in range(4)]
     torch.testing.assert_close(torch.cat(steps, dim=1), repeated[:, :4], atol=1e-5, rtol=0)
@@ -197,15 +199,18 @@ def test_hypotheses_of_one_source_share_its_memory(make_model, norm, attention):
     parents = torch.tensor([2, 2, 0, 5, 3, 3])  # each source's hypotheses pick their parents
     cache.reorder(parents)
     step = model.decode(tgt[parents, 4:], memory, src, cache)
-    full = model.decode(tgt[parents], memory, src)
+    full = model.decode(tgt[parents], repeated_memory, repeated_src)
     torch.testing.assert_close(step[:, 0], full[:, 4], atol=1e-5, rtol=0)
 
 
-def test_target_rows_not_a_multiple_of_the_sources_are_refused(make_model):
+def test_target_rows_that_do_not_fit_the_sources_are_refused(make_model):
     model = make_model()
     src = random_ids(23, 2, 4)
+    memory = model.encode(src)
     with pytest.raises(ValueError, match="5 target rows cannot share 2 sources"):
-        model.decode(random_ids(19, 5, 3), model.encode(src), src)
+        model.decode(random_ids(19, 5, 1), memory, src, model.new_cache())
+    with pytest.raises(ValueError, match="4 target rows for 2 sources: give one row of memory"):
+        model.decode(random_ids(19, 4, 3), memory, src)  # sharing a source needs a cache
 
 
 def test_capture_attention_returns_every_map(make_model):

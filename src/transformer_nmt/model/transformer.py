@@ -113,12 +113,13 @@ class Transformer(nn.Module):
         src_ids: Tensor,
         cache: KVCache | None = None,
     ) -> Tensor:
-        """Logits [B·k, T, tgt_vocab] for decoder input tgt_in_ids [B·k, T], memory
-        [B, S, d_model] and src_ids [B, S]: k ≥ 1 consecutive rows of tgt_in_ids decode the same
-        source (beam search's k hypotheses; k = 1 otherwise).
+        """Logits [B, T, tgt_vocab] for decoder input tgt_in_ids [B, T], memory [B, S, d_model]
+        and src_ids [B, S].
 
         With a ``cache`` (see :meth:`new_cache`), tgt_in_ids holds only the positions after
-        those already decoded, and the cache is extended in place.
+        those already decoded, and the cache is extended in place; the cache also lets k
+        consecutive rows of tgt_in_ids share one row of memory and src_ids (see
+        :class:`KVCache`).
         """
         return self.generator(self.decode_hidden(tgt_in_ids, memory, src_ids, cache))
 
@@ -129,13 +130,13 @@ class Transformer(nn.Module):
         src_ids: Tensor,
         cache: KVCache | None = None,
     ) -> Tensor:
-        """The decoder's output [B·k, T, d_model]: :meth:`decode` before the pre-softmax linear."""
-        if tgt_in_ids.size(0) % memory.size(0):
-            raise ValueError(
-                f"{tgt_in_ids.size(0)} target rows cannot share {memory.size(0)} sources: give "
-                f"each source the same number k of consecutive target rows (B·k rows for B)"
-            )
+        """The decoder's output [B, T, d_model]: :meth:`decode` before the pre-softmax linear."""
         if cache is None:
+            if tgt_in_ids.size(0) != memory.size(0):
+                raise ValueError(
+                    f"{tgt_in_ids.size(0)} target rows for {memory.size(0)} sources: give one "
+                    f"row of memory and src_ids per target row"
+                )
             tgt_mask = decoder_self_attention_mask(tgt_in_ids, self.config.pad_id)
         elif tgt_in_ids.size(1) == 1:
             tgt_mask = None  # one new position may see every cached one
