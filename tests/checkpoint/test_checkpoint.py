@@ -114,7 +114,7 @@ def test_average_checkpoints_means_the_weights_and_drops_training_state(tmp_path
     assert averaged["hyper_parameters"] == read_checkpoint(paths[0])["hyper_parameters"]
     assert averaged["averaged_from"] == [str(p) for p in paths]
     state = averaged["state_dict"]  # tied weights stay one tensor
-    shared = state["model.generator.weight"].untyped_storage().data_ptr()
+    shared = state["model.output_projection.weight"].untyped_storage().data_ptr()
     assert state["model.encoder.embedding.embedding.weight"].untyped_storage().data_ptr() == shared
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [p.name for p in paths] + ["averaged.ckpt"]

@@ -21,12 +21,13 @@ def test_logits_shape(make_model, norm, attention):
 
 
 def test_hidden_states_are_what_the_pre_softmax_linear_projects(make_model, norm):
-    """``decode``/``forward`` are ``generator`` applied to ``decode_hidden``/``forward_hidden``."""
+    """``decode``/``forward`` are ``output_projection`` applied to
+    ``decode_hidden``/``forward_hidden``."""
     model = make_model(norm=norm)
     src, tgt = random_ids(23, 3, 7), random_ids(19, 3, 5)
     hidden = model.forward_hidden(src, tgt)
     assert hidden.shape == (3, 5, model.config.d_model)
-    assert torch.equal(model.generator(hidden), model(src, tgt))
+    assert torch.equal(model.output_projection(hidden), model(src, tgt))
     memory = model.encode(src)
     assert torch.equal(model.decode_hidden(tgt, memory, src), hidden)
 
@@ -95,10 +96,10 @@ def test_gradients_reach_every_parameter(norm):
 
 def test_embeddings_are_tied_to_the_output_projection():
     model = Transformer(tiny_config(tgt_vocab_size=23, share_all_embeddings=True))
-    assert model.generator.weight is model.decoder.embedding.weight
+    assert model.output_projection.weight is model.decoder.embedding.weight
     assert model.encoder.embedding is model.decoder.embedding
     untied = Transformer(tiny_config(tie_embeddings=False))
-    assert untied.generator.weight is not untied.decoder.embedding.weight
+    assert untied.output_projection.weight is not untied.decoder.embedding.weight
 
 
 def test_swish_activation_is_x_times_sigmoid_x_in_the_feed_forward_network(make_model):
@@ -113,14 +114,14 @@ def test_swish_activation_is_x_times_sigmoid_x_in_the_feed_forward_network(make_
 
 def test_output_bias_starts_at_zero_and_is_added_to_the_logits(make_model):
     model = make_model(output_bias=True, tgt_vocab_size=23, share_all_embeddings=True)
-    assert model.generator.weight is model.decoder.embedding.weight  # still tied
-    assert torch.equal(model.generator.bias, torch.zeros(23))
+    assert model.output_projection.weight is model.decoder.embedding.weight  # still tied
+    assert torch.equal(model.output_projection.bias, torch.zeros(23))
     src, tgt = random_ids(23, 2, 5), random_ids(23, 2, 4)
     before = model(src, tgt)
     with torch.no_grad():
-        model.generator.bias.copy_(torch.arange(23.0))
+        model.output_projection.bias.copy_(torch.arange(23.0))
     torch.testing.assert_close(model(src, tgt), before + torch.arange(23.0))
-    assert make_model().generator.bias is None  # the paper's projection has none
+    assert make_model().output_projection.bias is None  # the paper's projection has none
 
 
 def test_embeddings_are_scaled_by_sqrt_d_model(make_model):
