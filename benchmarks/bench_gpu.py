@@ -148,8 +148,8 @@ def training_flops(config: TransformerConfig, src_lengths, tgt_lengths) -> float
         + s_tokens * 2 * d * (hk + hv)  # cross-attention W^K, W^V over the memory
         + 2 * (tgt * src).sum() * (hk + hv)  # cross-attention QKᵀ and AV
     )
-    generator = t_tokens * 2 * d * config.tgt_vocab_size
-    forward = config.n_encoder_layers * encoder + config.n_decoder_layers * decoder + generator
+    projection = t_tokens * 2 * d * config.tgt_vocab_size
+    forward = config.n_encoder_layers * encoder + config.n_decoder_layers * decoder + projection
     return 3.0 * forward
 
 
@@ -255,7 +255,7 @@ def bare_step(config: TransformerConfig, variant: Variant, device: torch.device,
         with autocast, backends():
             outputs = forward(batch["src_ids"], batch["tgt_in_ids"])
             if variant.fused_loss:
-                weight = model.generator.weight
+                weight = model.output_projection.weight
                 losses = chunked_linear_label_smoothed_loss(
                     outputs, weight, batch["labels"], PAD, epsilon
                 )

@@ -174,7 +174,7 @@ def bare_setup(args, cache_dir: str):
                 losses = label_smoothed_loss(logits, labels, pad_id, epsilon)
             else:
                 hidden = model.forward_hidden(batch["src_ids"], batch["tgt_in_ids"])
-                weight = model.generator.weight
+                weight = model.output_projection.weight
                 losses = chunked_linear_label_smoothed_loss(hidden, weight, labels, pad_id, epsilon)
             loss, _ = losses.means()
             optimizer.zero_grad(set_to_none=True)

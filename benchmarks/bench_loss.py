@@ -109,7 +109,7 @@ def step_call(variant: str, n_tokens: int, vocab: int, chunk: int, seed: int = 0
         else:
             hidden = model.forward_hidden(batch["src_ids"], batch["tgt_in_ids"])
             losses = chunked_linear_label_smoothed_loss(
-                hidden, model.generator.weight, batch["labels"], PAD, EPSILON, chunk
+                hidden, model.output_projection.weight, batch["labels"], PAD, EPSILON, chunk
             )
         loss, _ = losses.means()
         optimizer.zero_grad(set_to_none=True)

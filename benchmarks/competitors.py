@@ -127,11 +127,11 @@ class TorchTransformerNMT(nn.Module):
             for attention in (layer.self_attn, getattr(layer, "multihead_attn", None)):
                 if attention is not None:
                     attention.dropout = config.attention_dropout
-        self.generator = nn.Linear(config.d_model, config.tgt_vocab_size, bias=False)
+        self.output_projection = nn.Linear(config.d_model, config.tgt_vocab_size, bias=False)
         for parameter in self.parameters():
             if parameter.dim() > 1:
                 nn.init.xavier_uniform_(parameter)
-        self.generator.weight = self.embedding.weight
+        self.output_projection.weight = self.embedding.weight
 
     def embed(self, ids: Tensor) -> Tensor:
         return self.dropout(self.embedding(ids) * self.scale + self.positional(ids.size(1)))
@@ -152,7 +152,7 @@ class TorchTransformerNMT(nn.Module):
             memory_key_padding_mask=src_padding,
             tgt_is_causal=True,
         )
-        return self.generator(hidden)
+        return self.output_projection(hidden)
 
 
 def num_parameters(model: nn.Module) -> int:

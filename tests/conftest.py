@@ -21,8 +21,13 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # for the processes tests start
 from tests.helpers.corpus import make_pairs, write_corpus  # noqa: E402
 from tests.helpers.reverse_task import half_trained_reverse_model  # noqa: E402
 from tests.helpers.slow import unmarked_users_of_slow_fixtures  # noqa: E402
-from tests.helpers.tiny_checkpoint import Workspace, build_workspace  # noqa: E402
+from tests.helpers.tiny_checkpoint import (  # noqa: E402
+    Workspace,
+    build_workspace,
+    write_other_tokenizer,
+)
 from tests.helpers.tiny_runs import tiny_run_overrides  # noqa: E402
+from transformer_nmt.data import load_tokenizer, tokenizer_identity  # noqa: E402
 
 MULTI30K_FILES = "{train,val,test_2016_flickr}.{en,de}.gz"
 
@@ -88,6 +93,16 @@ def tiny_overrides(corpus_dir, cache_dir) -> list[str]:
 def workspace(tmp_path_factory) -> Workspace:
     """A Multi30k-layout corpus, its BPE and an untrained tiny model's checkpoint."""
     return build_workspace(tmp_path_factory.mktemp("workspace"))
+
+
+@pytest.fixture(scope="session")
+def other_tokenizer_dir(tmp_path_factory, workspace) -> Path:
+    """A BPE of the workspace tokenizer's size, trained on other text: other ids, same size."""
+    directory = write_other_tokenizer(tmp_path_factory.mktemp("other") / "tokenizer")
+    other = load_tokenizer(str(directory))
+    assert len(other) == len(workspace.tokenizer)
+    assert tokenizer_identity(other) != tokenizer_identity(workspace.tokenizer)
+    return directory
 
 
 @pytest.fixture(scope="session")

@@ -1,40 +1,35 @@
-"""Writing files and directories atomically: a reader sees the old version or the complete new
-one, never a partial write, whatever kills the writer.
+"""Atomic writes: a reader sees the old version or the complete new one, never a partial write,
+whatever kills the writer.
 
-A file is written into a temporary file in the target's own directory (so the final rename never
-crosses a filesystem), flushed and fsynced, then ``os.replace``-d over the target; the directory
-is fsynced so the rename itself survives a crash. A directory (a cache entry) is built under a
-temporary name beside its final path, marked ``COMPLETE`` and then renamed into place; readers
-trust only entries that carry the marker. Builders of one entry take turns under a POSIX lock
-(``fcntl.lockf``, which NFS supports), so processes and hosts sharing a cache build it once. An
-output directory (an exported model) is built the same way, without the marker, and replaces an
-older one only when asked to.
+Everything is written under a temporary name in the target's own directory (so the final rename
+never crosses a filesystem), fsynced, then renamed into place with ``os.replace``; the directory
+is fsynced so that the rename itself survives a crash. Files: :func:`write_file_atomically`.
+Output directories (an exported model): :func:`write_directory_atomically`. Cache entries,
+which several processes may want at once: :func:`build_directory_atomically`, which builds an
+entry once under a per-path lock (:func:`path_lock`) and marks it ``COMPLETE``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import logging
 import os
 import shutil
 import socket
 import tempfile
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
+from filelock import FileLock, Timeout
+
 log = logging.getLogger(__name__)
 
 COMPLETE_MARKER = "COMPLETE"
 _BUILD_PREFIX = ".tmp-"
-# POSIX locks belong to a process, so threads of one process take turns on a lock of their own
-_THREAD_LOCKS: dict[str, threading.Lock] = {}
-_THREAD_LOCKS_GUARD = threading.Lock()
 
 
 def write_file_atomically(path: Path | str, write: Callable[[IO], None], binary: bool) -> Path:
@@ -65,6 +60,13 @@ def write_text_atomically(path: Path | str, text: str) -> Path:
     return write_file_atomically(path, lambda handle: handle.write(text), binary=False)
 
 
+def remove_stale_temporaries(path: Path | str) -> None:
+    """Delete the temporary files of ``path`` that a writer killed mid-write left behind."""
+    path = Path(path)
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):
+        stale.unlink(missing_ok=True)
+
+
 def check_writable_directory(directory: Path | str) -> None:
     """Create ``directory`` if missing and check that a file can be written there; raises the
     ``OSError`` a writer would meet (permission denied, read-only, a file in the way, ...)."""
@@ -79,11 +81,28 @@ def check_writable_directory(directory: Path | str) -> None:
     os.unlink(probe)
 
 
-def remove_stale_temporaries(path: Path | str) -> None:
-    """Delete the temporary files of ``path`` that a writer killed mid-write left behind."""
-    path = Path(path)
-    for stale in path.parent.glob(f".{path.name}.*.tmp"):
-        stale.unlink(missing_ok=True)
+def write_directory_atomically(
+    path: Path | str, build: Callable[[Path], None], *, overwrite: bool = False
+) -> Path:
+    """Build a directory with ``build(tmp_dir)`` beside ``path``, then rename it to ``path``.
+
+    A reader (or a crash) sees no directory, the old one or the complete new one, never a
+    partial one. If ``build`` raises, ``path`` is untouched and the temporary directory is
+    removed. An existing ``path`` is a ``FileExistsError`` unless ``overwrite``; it is then moved
+    aside, replaced and removed. Returns ``path``.
+    """
+    path = Path(path).absolute()
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} already exists; choose another output or overwrite it")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _built_beside(path, f".{path.name}.", build) as tmp:
+        old = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.old")
+        if path.exists():
+            os.rename(path, old)
+        os.rename(tmp, path)
+        shutil.rmtree(old, ignore_errors=True)
+    _fsync_directory(path.parent)
+    return path
 
 
 def is_complete(entry: Path) -> bool:
@@ -94,29 +113,34 @@ def is_complete(entry: Path) -> bool:
 def build_directory_atomically(
     entry: Path, build: Callable[[Path], None], info: dict | None = None
 ) -> Path:
-    """Return ``entry``, first building it with ``build(tmp_dir)`` unless it is already complete.
+    """Return the cache entry ``entry``, first building it with ``build(tmp_dir)`` unless it is
+    already complete.
 
     ``build`` writes its files into an empty temporary directory beside ``entry``; the
     ``COMPLETE`` marker (holding ``info`` as JSON) is added afterwards and the directory is
-    renamed into place. If ``build`` raises, the temporary directory is removed and nothing is
-    published. The build runs under the entry's lock (:func:`exclusive_lock`): a second process
-    that wants the same entry waits for the first and then uses its result, and the temporary
-    directories of builders that were killed (they no longer hold the lock) are removed.
+    renamed into place; readers trust only entries that carry the marker. If ``build`` raises,
+    nothing is published. The build runs under the entry's :func:`path_lock`: a second process
+    or thread that wants the same entry waits for the first and then uses its result, and the
+    temporary directories of builders that were killed are removed.
     """
     if is_complete(entry):
         return entry
-    with exclusive_lock(lock_path(entry), f"{entry}") as locked:
-        if is_complete(entry):  # built by the process we waited for
+    with path_lock(lock_path(entry), f"building {entry}"):
+        if is_complete(entry):  # built by the holder we waited for
             return entry
-        if locked:
-            remove_stale_build_directories(entry)
-        tmp = Path(tempfile.mkdtemp(prefix=f"{_BUILD_PREFIX}{entry.name}-", dir=entry.parent))
-        try:
+        remove_stale_build_directories(entry)
+
+        def build_with_marker(tmp: Path) -> None:
             build(tmp)
             (tmp / COMPLETE_MARKER).write_text(json.dumps(info or {}, indent=2, default=str))
-            _publish(tmp, entry)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+
+        with _built_beside(entry, f"{_BUILD_PREFIX}{entry.name}-", build_with_marker) as tmp:
+            if entry.exists():  # an incomplete entry: a crash outside this module's writers
+                stale = entry.with_name(f".stale-{entry.name}-{uuid.uuid4().hex[:8]}")
+                os.rename(entry, stale)
+                shutil.rmtree(stale, ignore_errors=True)
+            os.rename(tmp, entry)
+    _fsync_directory(entry.parent)
     return entry
 
 
@@ -136,75 +160,48 @@ def remove_stale_build_directories(entry: Path) -> None:
 
 
 @contextlib.contextmanager
-def exclusive_lock(path: Path, what: str) -> Iterator[bool]:
-    """Hold an exclusive lock on the file ``path`` (created if missing) for the block.
+def path_lock(path: Path, what: str) -> Iterator[None]:
+    """Hold an exclusive lock on the file ``path`` (created if missing, and kept) for the block,
+    against other processes, other hosts and other threads of this process.
 
-    A POSIX record lock (``fcntl.lockf``): it works across hosts on NFS, and the kernel drops
-    it when the holder dies, so a killed builder never blocks the next. While another process
-    holds it, this logs who (host and pid, which the holder writes into the file) and waits.
-    Yields True, or False where the filesystem cannot lock (then it warns and goes on unlocked).
+    A :class:`filelock.FileLock`, that is ``flock(2)`` on an open file of its own: threads
+    exclude each other like processes do; the kernel drops the lock when its holder dies, so a
+    killed builder never blocks the next one; and Linux NFS clients send ``flock`` to the
+    server as a whole-file POSIX lock, so hosts sharing a cache over NFS take turns too (unless
+    the share is mounted ``nolock`` or ``local_lock=flock``, which make locks host-local). Not
+    :class:`filelock.SoftFileLock`: its lock is a file that exists while held, which a killed
+    holder leaves behind, and then every later build waits on a dead process. Where a
+    filesystem has no ``flock`` at all, filelock falls back to that soft lock with a warning.
+
+    While another process holds the lock, this logs who (host and pid, which the holder writes
+    into the file) and waits.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    with _thread_lock(path):
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-        try:
-            locked = _acquire(fd, path, what)
-            if locked:
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, f"{socket.gethostname()} pid {os.getpid()}\n".encode(), 0)
-            yield locked
-        finally:
-            os.close(fd)  # releases the lock
-
-
-def _acquire(fd: int, path: Path, what: str) -> bool:
+    lock = FileLock(path)
     try:
-        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except OSError as error:
-        if error.errno not in (errno.EACCES, errno.EAGAIN):
-            log.warning("cannot lock %s (%s): building %s without a lock", path, error, what)
-            return False
-    holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
-    log.info("waiting for %s to finish building %s", holder, what)
-    fcntl.lockf(fd, fcntl.LOCK_EX)
-    return True
-
-
-def _thread_lock(path: Path) -> threading.Lock:
-    with _THREAD_LOCKS_GUARD:
-        return _THREAD_LOCKS.setdefault(str(path.resolve()), threading.Lock())
-
-
-def _publish(tmp: Path, entry: Path) -> None:
-    """Rename ``tmp`` to ``entry``, replacing an incomplete ``entry`` left by an older run."""
-    if entry.exists() and not is_complete(entry):
-        stale = entry.with_name(f".stale-{entry.name}-{uuid.uuid4().hex[:8]}")
-        with contextlib.suppress(FileNotFoundError):  # another process moved it first
-            os.rename(entry, stale)
-        shutil.rmtree(stale, ignore_errors=True)
+        lock.acquire(blocking=False)
+    except Timeout:
+        log.info("waiting for %s to finish %s", _lock_holder(path), what)
+        lock.acquire()
     try:
-        os.rename(tmp, entry)
+        path.write_text(f"{socket.gethostname()} pid {os.getpid()}\n")
+        yield
+    finally:
+        lock.release()
+
+
+def _lock_holder(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace").strip() or "another process"
     except OSError:
-        if not is_complete(entry):  # not a lost race with a concurrent writer
-            raise
+        return "another process"
 
 
-def write_directory_atomically(
-    path: Path | str, build: Callable[[Path], None], *, overwrite: bool = False
-) -> Path:
-    """Build a directory with ``build(tmp_dir)`` beside ``path``, then rename it to ``path``.
-
-    The files are fsynced before the rename, so a reader (or a crash) sees no directory, the old
-    one or the complete new one, never a partial one. If ``build`` raises, ``path`` is untouched
-    and the temporary directory is removed. An existing ``path`` is a ``FileExistsError`` unless
-    ``overwrite``; it is then moved aside, replaced and removed. Returns ``path``.
-    """
-    path = Path(path).absolute()
-    if path.exists() and not overwrite:
-        raise FileExistsError(f"{path} already exists; choose another output or overwrite it")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+@contextlib.contextmanager
+def _built_beside(target: Path, prefix: str, build: Callable[[Path], None]) -> Iterator[Path]:
+    """A temporary directory beside ``target``, filled by ``build`` and fsynced, for the block
+    to rename into place; removed afterwards if it is still there."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=target.parent))
     try:
         build(tmp)
         for file in tmp.rglob("*"):
@@ -212,15 +209,9 @@ def write_directory_atomically(
                 with open(file, "rb") as handle:
                     os.fsync(handle.fileno())
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp's is 0700
-        old = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.old")
-        if path.exists():
-            os.rename(path, old)
-        os.rename(tmp, path)
-        shutil.rmtree(old, ignore_errors=True)
+        yield tmp
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    _fsync_directory(path.parent)
-    return path
 
 
 def _umask() -> int:

@@ -106,7 +106,7 @@ def test_average_refuses_other_tokenizers_shapes_and_unwritable_outputs(
         tmp_path / "c.ckpt", checkpoint_model(len(workspace.tokenizer), 0), workspace.tokenizer_dir
     )
     wide = torch.load(wider, weights_only=False)
-    wide["state_dict"]["model.generator.weight"] = torch.zeros(120, 40)
+    wide["state_dict"]["model.output_projection.weight"] = torch.zeros(120, 40)
     torch.save(wide, wider)
     (tmp_path / "blocked").write_text("a file where a directory should be")
 
@@ -120,7 +120,9 @@ def test_average_refuses_other_tokenizers_shapes_and_unwritable_outputs(
         average(ours, theirs), "they were trained with different tokenizers",
         f"'{other_tokenizer_dir}' and '{workspace.tokenizer_dir}'",
     )  # fmt: skip
-    assert_one_error(average(ours, wider), "weight 'model.generator.weight' has shape (120, 40)")
+    assert_one_error(
+        average(ours, wider), "weight 'model.output_projection.weight' has shape (120, 40)"
+    )
     assert_one_error(
         average(ours, ours, output="blocked/avg.ckpt"),
         f"cannot write {tmp_path}/blocked/avg.ckpt: Not a directory; choose another output=",

@@ -21,12 +21,13 @@ def test_logits_shape(make_model, norm, attention):
 
 
 def test_hidden_states_are_what_the_pre_softmax_linear_projects(make_model, norm):
-    """``decode``/``forward`` are ``generator`` applied to ``decode_hidden``/``forward_hidden``."""
+    """``decode``/``forward`` are ``output_projection`` applied to
+    ``decode_hidden``/``forward_hidden``."""
     model = make_model(norm=norm)
     src, tgt = random_ids(23, 3, 7), random_ids(19, 3, 5)
     hidden = model.forward_hidden(src, tgt)
     assert hidden.shape == (3, 5, model.config.d_model)
-    assert torch.equal(model.generator(hidden), model(src, tgt))
+    assert torch.equal(model.output_projection(hidden), model(src, tgt))
     memory = model.encode(src)
     assert torch.equal(model.decode_hidden(tgt, memory, src), hidden)
 
@@ -95,10 +96,10 @@ def test_gradients_reach_every_parameter(norm):
 
 def test_embeddings_are_tied_to_the_output_projection():
     model = Transformer(tiny_config(tgt_vocab_size=23, share_all_embeddings=True))
-    assert model.generator.weight is model.decoder.embedding.weight
+    assert model.output_projection.weight is model.decoder.embedding.weight
     assert model.encoder.embedding is model.decoder.embedding
     untied = Transformer(tiny_config(tie_embeddings=False))
-    assert untied.generator.weight is not untied.decoder.embedding.weight
+    assert untied.output_projection.weight is not untied.decoder.embedding.weight
 
 
 def test_swish_activation_is_x_times_sigmoid_x_in_the_feed_forward_network(make_model):
@@ -113,14 +114,14 @@ def test_swish_activation_is_x_times_sigmoid_x_in_the_feed_forward_network(make_
 
 def test_output_bias_starts_at_zero_and_is_added_to_the_logits(make_model):
     model = make_model(output_bias=True, tgt_vocab_size=23, share_all_embeddings=True)
-    assert model.generator.weight is model.decoder.embedding.weight  # still tied
-    assert torch.equal(model.generator.bias, torch.zeros(23))
+    assert model.output_projection.weight is model.decoder.embedding.weight  # still tied
+    assert torch.equal(model.output_projection.bias, torch.zeros(23))
     src, tgt = random_ids(23, 2, 5), random_ids(23, 2, 4)
     before = model(src, tgt)
     with torch.no_grad():
-        model.generator.bias.copy_(torch.arange(23.0))
+        model.output_projection.bias.copy_(torch.arange(23.0))
     torch.testing.assert_close(model(src, tgt), before + torch.arange(23.0))
-    assert make_model().generator.bias is None  # the paper's projection has none
+    assert make_model().output_projection.bias is None  # the paper's projection has none
 
 
 def test_embeddings_are_scaled_by_sqrt_d_model(make_model):
@@ -178,18 +179,20 @@ def test_cache_reorder_follows_selected_rows(make_model):
 
 
 @pytest.mark.parametrize("attention", ["sdpa", "manual"])
-def test_hypotheses_of_one_source_share_its_memory(make_model, norm, attention):
-    """k consecutive target rows per source against one copy of the memory give the logits
-    of the memory repeated k times, with and without a cache; reordering the hypotheses
-    alone leaves the shared cross-attention cache valid."""
+def test_hypotheses_of_one_source_share_its_memory_through_the_cache(make_model, norm, attention):
+    """k consecutive target rows per source against one copy of the memory, through a cache,
+    give the logits of the memory repeated k times, one position or several at a time;
+    reordering the hypotheses alone leaves the shared cross-attention cache valid."""
     model = make_model(norm=norm, attention=attention)
     k = 3
     src = torch.cat([random_ids(23, 2, 6), torch.full((2, 2), PAD)], dim=1)
     src[1, 3:] = PAD
     tgt = random_ids(19, 2 * k, 5)
     memory = model.encode(src)
-    repeated = model.decode(tgt, memory.repeat_interleave(k, 0), src.repeat_interleave(k, 0))
-    torch.testing.assert_close(model.decode(tgt, memory, src), repeated, atol=1e-5, rtol=0)
+    repeated_memory, repeated_src = memory.repeat_interleave(k, 0), src.repeat_interleave(k, 0)
+    repeated = model.decode(tgt, repeated_memory, repeated_src)
+    at_once = model.decode(tgt, memory, src, model.new_cache())
+    torch.testing.assert_close(at_once, repeated, atol=1e-5, rtol=0)
     cache = model.new_cache()
     steps = [model.decode(tgt[:, t : t + 1], memory, src, cache) for t in range(4)]
     torch.testing.assert_close(torch.cat(steps, dim=1), repeated[:, :4], atol=1e-5, rtol=0)
@@ -197,15 +200,18 @@ def test_hypotheses_of_one_source_share_its_memory(make_model, norm, attention):
     parents = torch.tensor([2, 2, 0, 5, 3, 3])  # each source's hypotheses pick their parents
     cache.reorder(parents)
     step = model.decode(tgt[parents, 4:], memory, src, cache)
-    full = model.decode(tgt[parents], memory, src)
+    full = model.decode(tgt[parents], repeated_memory, repeated_src)
     torch.testing.assert_close(step[:, 0], full[:, 4], atol=1e-5, rtol=0)
 
 
-def test_target_rows_not_a_multiple_of_the_sources_are_refused(make_model):
+def test_target_rows_that_do_not_fit_the_sources_are_refused(make_model):
     model = make_model()
     src = random_ids(23, 2, 4)
+    memory = model.encode(src)
     with pytest.raises(ValueError, match="5 target rows cannot share 2 sources"):
-        model.decode(random_ids(19, 5, 3), model.encode(src), src)
+        model.decode(random_ids(19, 5, 1), memory, src, model.new_cache())
+    with pytest.raises(ValueError, match="4 target rows for 2 sources: give one row of memory"):
+        model.decode(random_ids(19, 4, 3), memory, src)  # sharing a source needs a cache
 
 
 def test_capture_attention_returns_every_map(make_model):

@@ -1,5 +1,6 @@
-"""The fused chunked loss against the plain path (generator, then label_smoothed_loss): sums and
-gradients to float32 rounding, padding, label smoothing, tied weights, dtypes, edge cases."""
+"""The fused chunked loss against the plain path (output_projection, then label_smoothed_loss):
+sums and gradients to float32 rounding, padding, label smoothing, tied weights, dtypes, edge
+cases."""
 
 import pytest
 import torch
@@ -186,8 +187,9 @@ def test_invalid_arguments_are_refused(options, error):
 
 @pytest.mark.parametrize(("share_all", "tie"), [(False, True), (True, True), (False, False)])
 def test_every_transformer_gradient_matches_the_plain_path(share_all, tie):
-    """Through the whole model: the generator's weight, tied to the target embedding (and to the
-    source one with share_all_embeddings), gets both contributions, as on the plain path."""
+    """Through the whole model: the output projection's weight, tied to the target embedding (and
+    to the source one with share_all_embeddings), gets both contributions, as on the plain
+    path."""
     vocab = dict(src_vocab_size=19) if share_all else {}
     config = tiny_config(dropout=0.0, share_all_embeddings=share_all, tie_embeddings=tie, **vocab)
     model = Transformer(config)
@@ -198,7 +200,7 @@ def test_every_transformer_gradient_matches_the_plain_path(share_all, tie):
         (
             model.forward_hidden,
             lambda hidden: chunked_linear_label_smoothed_loss(
-                hidden, model.generator.weight, batch["labels"], PAD, 0.1, chunk_size=5
+                hidden, model.output_projection.weight, batch["labels"], PAD, 0.1, chunk_size=5
             ),
         ),
     ]:
@@ -206,7 +208,7 @@ def test_every_transformer_gradient_matches_the_plain_path(share_all, tie):
         (losses.loss_sum / losses.n_tokens).backward()
         gradients.append({name: p.grad.clone() for name, p in model.named_parameters()})
         model.zero_grad(set_to_none=True)
-    assert (model.generator.weight is model.decoder.embedding.weight) == tie
+    assert (model.output_projection.weight is model.decoder.embedding.weight) == tie
     for name, grad in gradients[0].items():
         torch.testing.assert_close(gradients[1][name], grad, rtol=1e-5, atol=1e-6, msg=name)
 
@@ -235,7 +237,7 @@ def test_a_model_with_an_output_bias_trains_on_the_loss_with_its_bias():
     plain_module = tiny_module(model_config=biased, fused_loss=False)
     asked_fused = tiny_module(model_config=biased, fused_loss=True)
     with torch.no_grad():
-        plain_module.model.generator.bias.uniform_(-2.0, 2.0)
+        plain_module.model.output_projection.bias.uniform_(-2.0, 2.0)
     asked_fused.load_state_dict(plain_module.state_dict())
     losses = []
     for module in (plain_module, asked_fused):
@@ -243,9 +245,9 @@ def test_a_model_with_an_output_bias_trains_on_the_loss_with_its_bias():
         loss.backward()
         losses.append(loss.detach())
     torch.testing.assert_close(losses[1], losses[0])
-    bias_gradient = asked_fused.model.generator.bias.grad
+    bias_gradient = asked_fused.model.output_projection.bias.grad
     assert bias_gradient is not None and bias_gradient.abs().sum() > 0
-    torch.testing.assert_close(bias_gradient, plain_module.model.generator.bias.grad)
+    torch.testing.assert_close(bias_gradient, plain_module.model.output_projection.bias.grad)
 
 
 @pytest.mark.slow  # compiles
@@ -257,7 +259,9 @@ def test_a_compiled_hidden_state_forward_with_the_loss_outside_matches_eager():
     gradients, losses = [], []
     for forward in (model.forward_hidden, torch.compile(model.forward_hidden, backend="aot_eager")):
         hidden = forward(batch["src_ids"], batch["tgt_in_ids"])
-        loss = fused(hidden, model.generator.weight, batch["labels"], 0.1, chunk_size=4).loss_sum
+        loss = fused(
+            hidden, model.output_projection.weight, batch["labels"], 0.1, chunk_size=4
+        ).loss_sum
         loss.backward()
         losses.append(loss.detach())
         gradients.append({name: p.grad.clone() for name, p in model.named_parameters()})

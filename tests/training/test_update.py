@@ -71,7 +71,7 @@ def test_a_non_finite_gradient_stops_before_the_step_and_keeps_the_last_checkpoi
     """A finite loss with an infinite gradient (here from a hook at step 3) stops training
     before the optimizer applies it; last.ckpt keeps step 2's finite weights."""
     module = tiny_module()
-    weight = module.model.generator.weight
+    weight = module.model.output_projection.weight
 
     def infinite_at_step_3(grad: torch.Tensor) -> torch.Tensor:
         return grad * float("inf") if module.global_step == 2 else grad

@@ -7,7 +7,8 @@ decoding state — beam search's parents, or the sentences still running — and
 ``sources`` is None, source rows ``sources`` of the encoder side.
 
 Rows are hypotheses: k ≥ 1 consecutive rows per source (beam search's k beams). The encoder
-output and the cross-attention keys/values are kept once per source, not once per row.
+output is kept once per source, not once per row; so are the cross-attention keys/values, in
+the :class:`~transformer_nmt.model.KVCache`.
 """
 
 from __future__ import annotations
@@ -99,7 +100,8 @@ class CachedSteps(_Steps):
 
 
 class RerunSteps(_Steps):
-    """Naive decoding: each call re-runs the whole decoder on the full prefix (quadratic work).
+    """Naive decoding: each call re-runs the whole decoder on the full prefix (quadratic work),
+    each hypothesis with its own copy of its source's memory.
 
     The reference that :class:`CachedSteps` must agree with, and a baseline for benchmarks.
     """
@@ -113,7 +115,9 @@ class RerunSteps(_Steps):
     def log_probs(self, last_tokens: Tensor) -> Tensor:
         new = last_tokens[:, None]
         self.prefix = new if self.prefix is None else torch.cat([self.prefix, new], dim=1)
-        logits = self.model.decode(self.prefix, self.memory, self.src_ids)
+        k = self.prefix.size(0) // self.memory.size(0)  # hypotheses per source
+        memory = self.memory.repeat_interleave(k, dim=0)
+        logits = self.model.decode(self.prefix, memory, self.src_ids.repeat_interleave(k, dim=0))
         return self._log_probs(logits[:, -1])
 
     def select(self, rows: Tensor, sources: Tensor | None) -> None:

@@ -93,9 +93,9 @@ def ctranslate2_spec(model: Transformer, tokens: list[str], bos_id: int, eos_id:
             _set_layer_norm(stack_spec.layer_norm, stack.final_norm)
     encoder.embeddings[0].weight = _array(model.encoder.embedding.weight)
     decoder.embeddings.weight = _array(model.decoder.embedding.weight)
-    decoder.projection.weight = _array(model.generator.weight)
-    if model.generator.bias is not None:
-        decoder.projection.bias = _array(model.generator.bias)
+    decoder.projection.weight = _array(model.output_projection.weight)
+    if model.output_projection.bias is not None:
+        decoder.projection.bias = _array(model.output_projection.bias)
     for layer_spec, layer in zip(encoder.layer, model.encoder.layers, strict=True):
         norms = [residual.norm for residual in layer.residual]
         _set_attention(layer_spec.self_attention, layer.self_attention, norms[0], fused_qkv=True)

@@ -55,9 +55,9 @@ def parameter_map(config: TransformerConfig) -> list[ParameterPair]:
                 )
             )
     if not config.tie_embeddings:
-        pairs.append(ParameterPair("generator.weight", "lm_head.weight", (1,)))
+        pairs.append(ParameterPair("output_projection.weight", "lm_head.weight", (1,)))
     if config.output_bias:
-        pairs.append(ParameterPair("generator.bias", "final_logits_bias", (), row=True))
+        pairs.append(ParameterPair("output_projection.bias", "final_logits_bias", (), row=True))
     for i in range(config.n_encoder_layers):
         ours, theirs = f"encoder.layers.{i}", f"model.encoder.layers.{i}"
         pairs += _attention(f"{ours}.self_attention", f"{theirs}.self_attn")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 from torch import Tensor
+
+from .attention import MultiHeadAttention
 
 KeyValue = tuple[Tensor, Tensor]
 
@@ -14,10 +14,13 @@ class KVCache:
     """Per decoder layer: self-attention keys/values of the steps decoded so far, which grow by
     one step per call, and cross-attention keys/values of the encoder memory, computed once.
 
-    Self-attention keys are [B·k, h, length, d_k] and values [B·k, h, length, d_v], one row
-    per hypothesis; cross-attention keys/values are [B, h, S, d_k|d_v], one row per source,
-    shared by its k hypotheses. ``reorder`` follows beam search's choice of parents;
-    ``select_sources`` drops the sources whose translations are finished.
+    Decoding hands it to :meth:`~transformer_nmt.model.Transformer.decode` with k ≥ 1
+    consecutive target rows per source (beam search's k hypotheses; k = 1 otherwise) and the
+    memory once per source. Self-attention keys are [B·k, h, length, d_k] and values
+    [B·k, h, length, d_v], one row per hypothesis; cross-attention keys/values are
+    [B, h, S, d_k|d_v], one row per source, shared by its k hypotheses. ``reorder`` follows
+    beam search's choice of parents; ``select_sources`` drops the sources whose translations
+    are finished.
     """
 
     def __init__(self, n_layers: int) -> None:
@@ -39,11 +42,32 @@ class KVCache:
         self.self_attention[layer] = (key, value)
         return key, value
 
-    def cross(self, layer: int, project: Callable[[], KeyValue]) -> KeyValue:
-        """Cross-attention keys/values of layer, projected from the memory on first use."""
+    def cross_attend(
+        self,
+        layer: int,
+        attention: MultiHeadAttention,
+        queries: Tensor,
+        memory: Tensor,
+        mask: Tensor,
+    ) -> Tensor:
+        """Cross-attention of ``layer``: queries [B·k, T, d_model] attend to memory
+        [B, S, d_model], whose keys and values are projected on first use and kept.
+
+        Rows i·k … i·k + k - 1 of the queries (the k hypotheses of source i) attend to one copy
+        of source i's keys and values, as one row of k·T queries.
+        """
         if self.cross_attention[layer] is None:
-            self.cross_attention[layer] = project()
-        return self.cross_attention[layer]
+            self.cross_attention[layer] = attention.project_key_value(memory)
+        key, value = self.cross_attention[layer]
+        rows, length, width = queries.shape
+        sources = key.size(0)
+        if rows % sources:
+            raise ValueError(
+                f"{rows} target rows cannot share {sources} sources: give each source the same "
+                f"number k of consecutive target rows (B·k rows for B)"
+            )
+        grouped = queries.reshape(sources, -1, width)  # [B, k·T, d_model]
+        return attention.attend(grouped, key, value, mask).view(rows, length, width)
 
     def reorder(self, index: Tensor) -> None:
         """Keep hypothesis rows ``index`` of the self-attention cache, in that order (beam

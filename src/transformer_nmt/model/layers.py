@@ -60,10 +60,10 @@ class DecoderLayer(nn.Module):
         src_mask: Tensor,
         cache: KVCache | None = None,
     ) -> Tensor:
-        """x [B·k, T, d_model], memory [B, S, d_model] -> [B·k, T, d_model]; k ≥ 1 consecutive
-        rows of x decode the same source (k = 1 in training, the beam size in beam search).
+        """x [B, T, d_model], memory [B, S, d_model] -> [B, T, d_model]
 
-        With a cache, x holds only the new positions; earlier keys/values come from the cache.
+        With a cache, x holds only the new positions: the keys and values of earlier ones, and
+        those of the memory, come from the cache.
         """
         x = self.residual[0](x, lambda y: self._self_attend(y, tgt_mask, cache))
         x = self.residual[1](x, lambda y: self._cross_attend(y, memory, src_mask, cache))
@@ -78,15 +78,6 @@ class DecoderLayer(nn.Module):
     def _cross_attend(
         self, y: Tensor, memory: Tensor, mask: Tensor, cache: KVCache | None
     ) -> Tensor:
-        """y [B·k, T, d_model] attends to memory [B, S, d_model]: rows i·k … i·k + k - 1 of y
-        (beam search's k hypotheses of source i) share one source, so their k·T queries attend
-        to one copy of its keys and values, [B, h, S, d_k]."""
         if cache is None:
-            key, value = self.cross_attention.project_key_value(memory)
-        else:
-            key, value = cache.cross(
-                self.index, lambda: self.cross_attention.project_key_value(memory)
-            )
-        rows, length, width = y.shape
-        queries = y.reshape(key.size(0), -1, width)  # [B, k·T, d_model]
-        return self.cross_attention.attend(queries, key, value, mask).view(rows, length, width)
+            return self.cross_attention(y, memory, mask)
+        return cache.cross_attend(self.index, self.cross_attention, y, memory, mask)

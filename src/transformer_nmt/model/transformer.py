@@ -67,7 +67,8 @@ class Decoder(nn.Module):
 
 class Transformer(nn.Module):
     """Encoder–decoder Transformer. ``forward(src_ids, tgt_in_ids) -> logits``;
-    ``forward_hidden`` and ``decode_hidden`` stop before the pre-softmax linear (``generator``).
+    ``forward_hidden`` and ``decode_hidden`` stop before the pre-softmax linear
+    (``output_projection``).
 
     Masks are built here from ``config.pad_id``: callers pass token ids only.
     """
@@ -85,10 +86,12 @@ class Transformer(nn.Module):
         self.decoder = Decoder(config, tgt_embedding)
         # Pre-softmax linear transformation; shares the target embedding's weight (§3.4). The
         # paper's has no bias; ``output_bias`` adds one (a learned prior over target tokens).
-        self.generator = nn.Linear(config.d_model, config.tgt_vocab_size, bias=config.output_bias)
+        self.output_projection = nn.Linear(
+            config.d_model, config.tgt_vocab_size, bias=config.output_bias
+        )
         self._init_parameters()
         if config.tie_embeddings:
-            self.generator.weight = tgt_embedding.weight
+            self.output_projection.weight = tgt_embedding.weight
 
     def _init_parameters(self) -> None:
         """Xavier-uniform for every matrix, as the Annotated Transformer does; the output bias
@@ -96,8 +99,8 @@ class Transformer(nn.Module):
         for parameter in self.parameters():
             if parameter.dim() > 1:
                 nn.init.xavier_uniform_(parameter)
-        if self.generator.bias is not None:
-            nn.init.zeros_(self.generator.bias)
+        if self.output_projection.bias is not None:
+            nn.init.zeros_(self.output_projection.bias)
 
     def source_mask(self, src_ids: Tensor) -> Tensor:
         return padding_mask(src_ids, self.config.pad_id)
@@ -113,14 +116,15 @@ class Transformer(nn.Module):
         src_ids: Tensor,
         cache: KVCache | None = None,
     ) -> Tensor:
-        """Logits [B·k, T, tgt_vocab] for decoder input tgt_in_ids [B·k, T], memory
-        [B, S, d_model] and src_ids [B, S]: k ≥ 1 consecutive rows of tgt_in_ids decode the same
-        source (beam search's k hypotheses; k = 1 otherwise).
+        """Logits [B, T, tgt_vocab] for decoder input tgt_in_ids [B, T], memory [B, S, d_model]
+        and src_ids [B, S].
 
         With a ``cache`` (see :meth:`new_cache`), tgt_in_ids holds only the positions after
-        those already decoded, and the cache is extended in place.
+        those already decoded, and the cache is extended in place; the cache also lets k
+        consecutive rows of tgt_in_ids share one row of memory and src_ids (see
+        :class:`KVCache`).
         """
-        return self.generator(self.decode_hidden(tgt_in_ids, memory, src_ids, cache))
+        return self.output_projection(self.decode_hidden(tgt_in_ids, memory, src_ids, cache))
 
     def decode_hidden(
         self,
@@ -129,13 +133,13 @@ class Transformer(nn.Module):
         src_ids: Tensor,
         cache: KVCache | None = None,
     ) -> Tensor:
-        """The decoder's output [B·k, T, d_model]: :meth:`decode` before the pre-softmax linear."""
-        if tgt_in_ids.size(0) % memory.size(0):
-            raise ValueError(
-                f"{tgt_in_ids.size(0)} target rows cannot share {memory.size(0)} sources: give "
-                f"each source the same number k of consecutive target rows (B·k rows for B)"
-            )
+        """The decoder's output [B, T, d_model]: :meth:`decode` before the pre-softmax linear."""
         if cache is None:
+            if tgt_in_ids.size(0) != memory.size(0):
+                raise ValueError(
+                    f"{tgt_in_ids.size(0)} target rows for {memory.size(0)} sources: give one "
+                    f"row of memory and src_ids per target row"
+                )
             tgt_mask = decoder_self_attention_mask(tgt_in_ids, self.config.pad_id)
         elif tgt_in_ids.size(1) == 1:
             tgt_mask = None  # one new position may see every cached one
@@ -145,12 +149,12 @@ class Transformer(nn.Module):
 
     def forward(self, src_ids: Tensor, tgt_in_ids: Tensor) -> Tensor:
         """src_ids [B, S], tgt_in_ids [B, T] -> logits [B, T, tgt_vocab]"""
-        return self.generator(self.forward_hidden(src_ids, tgt_in_ids))
+        return self.output_projection(self.forward_hidden(src_ids, tgt_in_ids))
 
     def forward_hidden(self, src_ids: Tensor, tgt_in_ids: Tensor) -> Tensor:
         """src_ids [B, S], tgt_in_ids [B, T] -> the decoder's output [B, T, d_model].
 
-        ``generator(forward_hidden(...))`` is :meth:`forward`; a loss that applies the
+        ``output_projection(forward_hidden(...))`` is :meth:`forward`; a loss that applies the
         pre-softmax linear itself, a chunk of tokens at a time, starts here
         (``training/fused_loss.py``).
         """

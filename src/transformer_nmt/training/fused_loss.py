@@ -1,5 +1,5 @@
 """The pre-softmax linear and the label-smoothed cross-entropy together, a chunk of tokens at a
-time: the same sums and gradients as ``generator`` + ``label_smoothed_loss``, without a
+time: the same sums and gradients as ``output_projection`` + ``label_smoothed_loss``, without a
 [tokens, vocabulary] tensor.
 
 The plain path makes ``logits = hidden @ weight.T`` [N, V], its log-softmax and the gradients of
@@ -180,7 +180,8 @@ class _ChunkedLinearLabelSmoothedLoss(torch.autograd.Function):
         if torch.is_grad_enabled():  # backward(create_graph=True) or autograd.grad(...) alike
             raise RuntimeError(
                 "chunked_linear_label_smoothed_loss has no second-order gradients "
-                "(create_graph=True); use the plain generator + label_smoothed_loss for those"
+                "(create_graph=True); use the plain output_projection + label_smoothed_loss for "
+                "those"
             )
         grad_hidden, grad_weight = ctx.saved_tensors  # raises if freed by an earlier backward
         needs_hidden, needs_weight = ctx.needs_input_grad[:2]

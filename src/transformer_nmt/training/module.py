@@ -68,7 +68,7 @@ class TranslationModule(pl.LightningModule):
         self.schedule = StepSchedule(**{**(scheduler or {}), "d_model": self.model.config.d_model})
         # A compiled *function*, not a registered module: parameter names stay ``model.*``. The
         # fused loss takes the decoder's output, not the logits, and always runs eagerly.
-        self._fused_loss = fused_loss and self.model.generator.bias is None
+        self._fused_loss = fused_loss and self.model.output_projection.bias is None
         forward = self.model.forward_hidden if self._fused_loss else self.model.forward
         self._forward = torch.compile(forward) if compile else forward
         self._update = TokenMeanUpdate()
@@ -89,7 +89,7 @@ class TranslationModule(pl.LightningModule):
         outputs = self._forward(batch["src_ids"], batch["tgt_in_ids"])
         labels, pad_id, epsilon = batch["labels"], self.hparams.pad_id, self.hparams.label_smoothing
         if self._fused_loss:  # outputs: the decoder's [B, T, d_model]
-            weight = self.model.generator.weight  # the Parameter itself: tied gradients add up
+            weight = self.model.output_projection.weight  # the Parameter: tied gradients add up
             return chunked_linear_label_smoothed_loss(outputs, weight, labels, pad_id, epsilon)
         return label_smoothed_loss(outputs, labels, pad_id, epsilon)  # outputs: logits
 

@@ -14,6 +14,7 @@ from tests.helpers.tiny_checkpoint import (
 from transformer_nmt.checkpoint import (
     CheckpointError,
     average_checkpoints,
+    average_weights,
     last_checkpoints,
     load_checkpoint,
     read_checkpoint,
@@ -113,12 +114,35 @@ def test_average_checkpoints_means_the_weights_and_drops_training_state(tmp_path
     assert averaged["hyper_parameters"] == read_checkpoint(paths[0])["hyper_parameters"]
     assert averaged["averaged_from"] == [str(p) for p in paths]
     state = averaged["state_dict"]  # tied weights stay one tensor
-    shared = state["model.generator.weight"].untyped_storage().data_ptr()
+    shared = state["model.output_projection.weight"].untyped_storage().data_ptr()
     assert state["model.encoder.embedding.embedding.weight"].untyped_storage().data_ptr() == shared
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [p.name for p in paths] + ["averaged.ckpt"]
     )  # no temporary files left behind
     assert load_checkpoint(out).model.config == models[0].config
+
+
+def test_average_weights_means_float_tensors_keeps_the_rest_and_ties_stay_tied():
+    tied = torch.tensor([1.0, 2.0])
+    first = {"a": tied, "b": tied, "steps": torch.tensor([7]), "half": torch.ones(2).half()}
+    second = {"a": torch.tensor([3.0, 6.0]), "steps": torch.tensor([9]), "half": torch.zeros(2)}
+    second["b"] = second["a"]
+    averaged = average_weights([("one", first), ("two", second)], ["a", "b", "steps", "half"])
+    assert torch.equal(averaged["a"], torch.tensor([2.0, 4.0]))
+    assert averaged["b"] is averaged["a"]
+    assert torch.equal(averaged["steps"], torch.tensor([7]))  # not floating point: the first's
+    assert averaged["half"].dtype == torch.float16
+    assert torch.equal(averaged["half"], torch.full((2,), 0.5, dtype=torch.float16))
+    with pytest.raises(CheckpointError, match=r"cannot average two with one: weight 'a' has shape"):
+        average_weights([("one", first), ("two", {**second, "a": torch.zeros(3)})], ["a"])
+
+
+def test_a_model_config_with_an_unknown_field_is_refused(tmp_path, workspace):
+    checkpoint = checkpoint_dict(workspace.model, workspace.tokenizer_dir)
+    checkpoint["hyper_parameters"]["model_config"]["d_head"] = 16
+    torch.save(checkpoint, tmp_path / "model.ckpt")
+    with pytest.raises(CheckpointError, match="unusable model_config.*d_head"):
+        load_checkpoint(tmp_path / "model.ckpt")
 
 
 def test_averaging_checkpoints_of_different_models_is_refused(tmp_path, workspace):
@@ -166,7 +190,7 @@ def test_another_tokenizer_of_the_same_size_is_refused_naming_both(
 ):
     monkeypatch.setenv("TRANSFORMER_NMT_CACHE", str(tmp_path / "cache"))
     checkpoint = checkpoint_dict(workspace.model, workspace.tokenizer_dir, as_trained=True)
-    if not stored_identity:  # a checkpoint from before the identity: computed from its files
+    if not stored_identity:  # a module built without one: computed from the embedded files
         del checkpoint["hyper_parameters"]["tokenizer_identity"]
     torch.save(checkpoint, tmp_path / "model.ckpt")
     with pytest.raises(CheckpointError) as refused:
