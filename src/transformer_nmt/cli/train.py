@@ -16,8 +16,8 @@ from transformer_nmt.checkpoint import AtomicCheckpointIO
 from transformer_nmt.data import tokenizer_identity
 from transformer_nmt.data.datamodule import TranslationDataModule
 from transformer_nmt.evaluation.final_eval import FinalEvalConfig, final_evaluation
+from transformer_nmt.host_memory import keep_freed_memory
 from transformer_nmt.launch.ddp import adopt_hydra_launcher, distributed_job, wait_for_children
-from transformer_nmt.launch.host_memory import keep_freed_memory
 from transformer_nmt.launch.requeue import RequeueOnSignal, submitit_handler, under_submitit
 from transformer_nmt.private_api import offer_to_model_checkpoint
 from transformer_nmt.tracking.loggers import (
