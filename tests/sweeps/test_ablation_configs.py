@@ -31,6 +31,7 @@ EXPECTED = {
     "label_smoothing": {"label_smoothing": [0.0, 0.1, 0.2]},  # (D)
     "positional": {"model.positional": ["sinusoidal", "learned"]},  # (E)
     "norm_warmup": {"model.norm": ["post", "pre"], "scheduler.warmup": [1000, 4000, 16000]},
+    "norm_layer": {"model.norm_layer": ["layernorm", "rmsnorm"]},
 }
 
 

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 NORMS = ("post", "pre")
+NORM_LAYERS = ("layernorm", "rmsnorm")
 POSITIONALS = ("sinusoidal", "learned")
 ATTENTIONS = ("manual", "sdpa")
 ACTIVATIONS = ("relu", "swish")
@@ -51,6 +52,7 @@ class TransformerConfig:
     dropout: float = 0.1  # P_drop: on each sub-layer output and on the embeddings + positions
     attention_dropout: float = 0.0  # on the attention weights (not in the paper)
     norm: str = "post"  # post: LayerNorm(x + Sublayer(x)), the paper; pre: x + Sublayer(LN(x))
+    norm_layer: str = "layernorm"  # LayerNorm, the paper; rmsnorm: RMSNorm (no mean, no bias)
     positional: str = "sinusoidal"  # or learned (Table 3 row E)
     max_len: int = 1024  # positions the encoder and decoder can take
     share_all_embeddings: bool = True  # one matrix for both embeddings (needs a joint vocabulary)
@@ -103,6 +105,7 @@ def shape_options(options: Mapping[str, Any]) -> dict[str, Any]:
             shape[name] = shape["d_model"] // shape["n_heads"]
         _require_positive(name, shape[name])
     _require_choice("norm", shape["norm"], NORMS)
+    _require_choice("norm_layer", shape["norm_layer"], NORM_LAYERS)
     _require_choice("positional", shape["positional"], POSITIONALS)
     _require_choice("attention", shape["attention"], ATTENTIONS)
     _require_choice("activation", shape["activation"], ACTIVATIONS)

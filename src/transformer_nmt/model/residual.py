@@ -5,13 +5,31 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import torch
 from torch import Tensor, nn
 
 from .config import TransformerConfig
 
 
+class RMSNorm(nn.Module):
+    """RMSNorm(x) = g · x / sqrt(mean(x²) + ε) over d_model (Zhang & Sennrich, 2019): LayerNorm
+    without subtracting the mean and without the bias."""
+
+    def __init__(self, d_model: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.eps = eps  # LayerNorm's
+        self.weight = nn.Parameter(torch.ones(d_model))  # the gain g
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x.float()  # in float32, as autocast runs LayerNorm
+        return self.weight * x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+
+
 def norm_layer(config: TransformerConfig) -> nn.Module:
-    """LayerNorm over d_model (§3.1)."""
+    """The normalisation layer ``config.norm_layer`` names, over d_model: LayerNorm (§3.1) or
+    RMSNorm."""
+    if config.norm_layer == "rmsnorm":
+        return RMSNorm(config.d_model)
     return nn.LayerNorm(config.d_model)
 
 
