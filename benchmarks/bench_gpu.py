@@ -65,7 +65,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from timing import REPO_ROOT, print_header, script_parser  # noqa: E402
 
 from transformer_nmt.model import Transformer, TransformerConfig  # noqa: E402
-from transformer_nmt.training.fused_loss import chunked_linear_label_smoothed_loss  # noqa: E402
+from transformer_nmt.training.fused_loss import fused_loss  # noqa: E402
 from transformer_nmt.training.loss import check_finite_update, label_smoothed_loss  # noqa: E402
 from transformer_nmt.training.schedules import StepSchedule, build_scheduler  # noqa: E402
 from transformer_nmt.training.update import TokenMeanUpdate, apply_update_scale  # noqa: E402
@@ -256,9 +256,7 @@ def bare_step(config: TransformerConfig, variant: Variant, device: torch.device,
             outputs = forward(batch["src_ids"], batch["tgt_in_ids"])
             if variant.fused_loss:
                 weight = model.output_projection.weight
-                losses = chunked_linear_label_smoothed_loss(
-                    outputs, weight, batch["labels"], PAD, epsilon
-                )
+                losses = fused_loss(outputs, weight, batch["labels"], PAD, epsilon)
             else:
                 losses = label_smoothed_loss(outputs, batch["labels"], PAD, epsilon)
         update.add(losses)
@@ -266,7 +264,7 @@ def bare_step(config: TransformerConfig, variant: Variant, device: torch.device,
         gradients = [p.grad for p in parameters if p.grad is not None]
         totals = update.finish(gradients, reduce_sum=lambda sums: sums, backward_divisor=1)
         if variant.host_read:
-            numbers = totals.numbers()  # train.py's one wait for the device per step
+            numbers = totals.means()  # train.py's one wait for the device per step
             check_finite_update(scheduler.last_epoch + 1, numbers.loss, numbers.grad_norm)
         apply_update_scale(gradients, totals, 1.0, "norm")
         optimizer.step()

@@ -140,10 +140,10 @@ def bare_setup(args, cache_dir: str):
     import lightning.pytorch as pl
     from omegaconf import OmegaConf
 
-    from transformer_nmt.cli.train_config import resolve_model_config
+    from transformer_nmt.cli.train_config import build_model_config, model_options
     from transformer_nmt.data import TranslationDataModule
-    from transformer_nmt.model import Transformer, TransformerConfig
-    from transformer_nmt.training.fused_loss import chunked_linear_label_smoothed_loss
+    from transformer_nmt.model import Transformer
+    from transformer_nmt.training.fused_loss import fused_loss
     from transformer_nmt.training.loss import label_smoothed_loss
     from transformer_nmt.training.optimizer import AdamConfig, build_adam
     from transformer_nmt.training.schedules import StepSchedule, build_scheduler
@@ -155,9 +155,8 @@ def bare_setup(args, cache_dir: str):
     loader = iter(datamodule.train_dataloader())
     batches = [next(loader) for _ in range(args.steps)]
     pad_id = datamodule.pad_id
-    config = TransformerConfig(
-        **resolve_model_config(cfg.model, datamodule.vocab_size, pad_id, datamodule.max_len)
-    )
+    options = model_options(cfg.model, datamodule.max_len)
+    config = build_model_config(options, datamodule.vocab_size, pad_id)
     epsilon = cfg.label_smoothing
 
     def run() -> dict:
@@ -175,7 +174,7 @@ def bare_setup(args, cache_dir: str):
             else:
                 hidden = model.forward_hidden(batch["src_ids"], batch["tgt_in_ids"])
                 weight = model.output_projection.weight
-                losses = chunked_linear_label_smoothed_loss(hidden, weight, labels, pad_id, epsilon)
+                losses = fused_loss(hidden, weight, labels, pad_id, epsilon)
             loss, _ = losses.means()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()

@@ -7,7 +7,7 @@
 both require grad, ε = 0.1, float32, no padding. d is 256 at V = 8000 (the Multi30k model) and
 512 at V = 37000 (the paper's base).
 *plain* is ``F.linear`` then ``label_smoothed_loss``; *fused* is
-``chunked_linear_label_smoothed_loss`` with chunks of ``--chunk`` rows.
+``fused_loss`` with chunks of ``--chunk`` rows.
 
 ``step``: one whole training step (forward, loss, backward, Adam) of the Multi30k-size model
 (post-norm, d_model 256, 4 heads, 3 + 3 layers, d_ff 1024, dropout 0.1, shared embeddings) with
@@ -50,7 +50,7 @@ from timing import (  # noqa: E402
 )
 
 from transformer_nmt.model import Transformer  # noqa: E402
-from transformer_nmt.training.fused_loss import chunked_linear_label_smoothed_loss  # noqa: E402
+from transformer_nmt.training.fused_loss import fused_loss  # noqa: E402
 from transformer_nmt.training.loss import label_smoothed_loss  # noqa: E402
 
 PAD, EPSILON = 0, 0.1
@@ -71,7 +71,7 @@ def head_call(variant: str, n_tokens: int, vocab: int, chunk: int, seed: int = 0
         if variant == "plain":
             losses = label_smoothed_loss(F.linear(hidden, weight), labels, PAD, EPSILON)
         else:
-            losses = chunked_linear_label_smoothed_loss(hidden, weight, labels, PAD, EPSILON, chunk)
+            losses = fused_loss(hidden, weight, labels, PAD, EPSILON, chunk)
         losses.loss_sum.backward()
         hidden.grad = weight.grad = None
 
@@ -108,7 +108,7 @@ def step_call(variant: str, n_tokens: int, vocab: int, chunk: int, seed: int = 0
             losses = label_smoothed_loss(logits, batch["labels"], PAD, EPSILON)
         else:
             hidden = model.forward_hidden(batch["src_ids"], batch["tgt_in_ids"])
-            losses = chunked_linear_label_smoothed_loss(
+            losses = fused_loss(
                 hidden, model.output_projection.weight, batch["labels"], PAD, EPSILON, chunk
             )
         loss, _ = losses.means()

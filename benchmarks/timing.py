@@ -246,7 +246,7 @@ def tune_malloc() -> bool:
     """Keep freed memory in glibc's heap (``train.py``'s ``keep_freed_host_memory``): whole
     process, hence every competitor alike. Returns whether it took effect (glibc only).
     """
-    from transformer_nmt.launch.host_memory import keep_freed_memory
+    from transformer_nmt.host_memory import keep_freed_memory
 
     return keep_freed_memory()
 

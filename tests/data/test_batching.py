@@ -256,7 +256,7 @@ EPOCH_MEMORY_PROBE = """
 import sys
 import numpy as np
 from transformer_nmt.data import TokenBucketBatchSampler
-from transformer_nmt.launch.host_memory import keep_freed_memory, release_free_memory
+from transformer_nmt.host_memory import keep_freed_memory, release_free_memory
 
 def anonymous_mib():
     with open("/proc/self/smaps_rollup") as rollup:

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from tests.helpers.commands import run_script
-from transformer_nmt.tracking.report import figure, load_sweep, markdown_table, swept_keys
+from transformer_nmt.tracking.report import ablation_table, figure, load_sweep, swept_keys
 
 
 def make_job(sweep, name, overrides, summary=None):
@@ -61,7 +61,7 @@ def test_sweep_axes_and_natural_job_order(sweep):
 
 
 def test_table_has_paper_columns_and_marks_missing_runs(sweep):
-    table = markdown_table(load_sweep(sweep)).splitlines()
+    table = ablation_table(load_sweep(sweep)).splitlines()
     assert "PPL (dev)" in table[0] and "BLEU (dev)" in table[0] and "params ×10⁶" in table[0]
     assert len(table) == 2 + 5
     row_1 = next(line for line in table if "model.n_heads=4, model.norm=post" in line)
@@ -97,7 +97,7 @@ def test_report_command_writes_table_and_png(sweep, tmp_path):
     result = run_script("report.py", str(sweep), "--out", str(out))
     assert result.returncode == 0, result.stderr
     assert "BLEU (dev)" in result.stdout
-    assert (out / "report.md").read_text() == markdown_table(load_sweep(sweep))
+    assert (out / "report.md").read_text() == ablation_table(load_sweep(sweep))
     png = (out / "report.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 5000
     assert not list(out.glob(".*tmp"))

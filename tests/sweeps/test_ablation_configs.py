@@ -12,7 +12,7 @@ from lightning.pytorch.utilities import rank_zero as pytorch_rank_zero
 from lightning_utilities.core import rank_zero as utilities_rank_zero
 
 from tests.helpers.hydra_config import compose_config, conf_options
-from transformer_nmt.cli.train_config import resolve_model_config
+from transformer_nmt.cli.train_config import build_model_config, model_options
 from transformer_nmt.launch.ddp import adopt_hydra_launcher
 from transformer_nmt.private_api import basic_sweeper_jobs
 
@@ -31,6 +31,7 @@ EXPECTED = {
     "label_smoothing": {"label_smoothing": [0.0, 0.1, 0.2]},  # (D)
     "positional": {"model.positional": ["sinusoidal", "learned"]},  # (E)
     "norm_warmup": {"model.norm": ["post", "pre"], "scheduler.warmup": [1000, 4000, 16000]},
+    "norm_layer": {"model.norm_layer": ["layernorm", "rmsnorm"]},
 }
 
 
@@ -62,7 +63,8 @@ def value(cfg, key: str):
 
 
 def model_of(cfg) -> dict:
-    return resolve_model_config(cfg.model, 37000, 0, cfg.data.max_len)  # a valid model
+    options = model_options(cfg.model, cfg.data.max_len)
+    return build_model_config(options, 37000, 0).to_dict()  # a valid model
 
 
 def test_every_ablation_is_listed_here():

@@ -6,7 +6,7 @@ import pytest
 
 from tests.helpers.commands import run_script
 from tests.helpers.wandb_records import wandb_run
-from transformer_nmt.tracking.report import load_sweep, markdown_table
+from transformer_nmt.tracking.report import ablation_table, load_sweep
 
 pytestmark = pytest.mark.slow  # every test reads the sweep that train.py runs
 
@@ -49,7 +49,7 @@ def test_report_turns_the_sweep_into_a_two_row_table_and_a_plot(tiny_sweep, tmp_
     result = run_script("report.py", str(tiny_sweep), "--out", str(tmp_path))
     assert result.returncode == 0, result.stderr
     table = (tmp_path / "report.md").read_text()
-    assert table == markdown_table(load_sweep(tiny_sweep)) and table in result.stdout
+    assert table == ablation_table(load_sweep(tiny_sweep)) and table in result.stdout
     rows = table.splitlines()[2:]
     assert len(rows) == 2
     assert rows[0].startswith("| model.norm=post |") and rows[1].startswith("| model.norm=pre |")

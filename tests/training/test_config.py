@@ -14,11 +14,13 @@ from transformer_nmt.cli.errors import UsageError
 from transformer_nmt.cli.train import describe_batch
 from transformer_nmt.cli.train_config import (
     build_callbacks,
+    build_model_config,
     check_config,
+    check_known_keys,
     data_config,
+    model_options,
+    plan_resume,
     pretrained_model_config,
-    read_resume_checkpoint,
-    resolve_model_config,
     trainer_options,
 )
 from transformer_nmt.data import TranslationDataModule
@@ -30,6 +32,11 @@ from transformer_nmt.training.schedules import StepSchedule
 
 def compose_train(*overrides: str, output_dir: str = "/tmp/out"):
     return compose_config(f"output_dir={output_dir}", *overrides)
+
+
+def resolve_model_config(model_cfg, vocab_size: int, pad_id: int, data_max_len: int) -> dict:
+    """The model config train.py builds: checked before the data, then given the vocabulary."""
+    return build_model_config(model_options(model_cfg, data_max_len), vocab_size, pad_id).to_dict()
 
 
 def test_every_group_has_its_options():
@@ -99,9 +106,9 @@ def test_model_config_errors_name_the_key_and_the_fix():
         resolve_model_config(bad, vocab_size=100, pad_id=0, data_max_len=256)
     with pytest.raises(Exception, match="Could not override 'model.n_head'"):
         compose_train("model.n_head=4")
-    typo = compose_train("+model.n_head=4").model
+    typo = compose_train("+model.n_head=4")
     with pytest.raises(ValueError, match=r"unknown model option\(s\) \['n_head'\]"):
-        resolve_model_config(typo, vocab_size=100, pad_id=0, data_max_len=256)
+        check_known_keys(typo)
     with pytest.raises(Exception, match="n_heads"):
         compose_train("model.n_heads=four")
 
@@ -110,6 +117,8 @@ def test_model_config_errors_name_the_key_and_the_fix():
     ("override", "error"),
     [
         ("+data.max_token=1000", "unknown data option(s) ['max_token']; valid keys are"),
+        ("+trainer.precison=16", "unknown trainer option(s) ['precison']; valid keys are"),
+        ("+module.label_smothing=0", "unknown module option(s) ['label_smothing']; valid keys"),
         ("final_eval.splits=[dev]", "final_eval: final_eval.splits has unknown split(s) ['dev']"),
         ("scheduler.warmup=0", "scheduler: scheduler.warmup must be a positive integer, got 0"),
         ("trainer.max_steps=-1 scheduler.cooldown=500", "scheduler: scheduler.cooldown=500 needs"),
@@ -140,14 +149,13 @@ def test_resuming_checks_the_checkpoint_before_the_data(tmp_path, workspace):
     averaged = average_checkpoints([workspace.ckpt_path] * 2, tmp_path / "averaged.ckpt")
     cfg = compose_train(f"ckpt_path={averaged}", output_dir=str(tmp_path))
     with pytest.raises(CheckpointError, match="no optimizer or loop state"):
-        read_resume_checkpoint(cfg, model, cfg.ckpt_path)
+        plan_resume(cfg, model, callbacks=[])
     cfg = compose_train(f"ckpt_path={workspace.ckpt_path}", output_dir=str(tmp_path))
     with pytest.raises(CheckpointError, match=r"with model.n_heads=4 but this run's config has"):
-        read_resume_checkpoint(cfg, {**model, "n_heads": 2, "d_k": 16, "d_v": 16}, cfg.ckpt_path)
-    resumed = read_resume_checkpoint(
-        cfg, {**model, "dropout": 0.3}, cfg.ckpt_path
-    )  # changes no weight
-    assert resumed["hyper_parameters"]["model_config"] == model
+        plan_resume(cfg, {**model, "n_heads": 2, "d_k": 16, "d_v": 16}, callbacks=[])
+    resumed = plan_resume(cfg, {**model, "dropout": 0.3}, callbacks=[])  # changes no weight
+    assert resumed.ckpt_path == str(workspace.ckpt_path)
+    assert resumed.hyper_parameters["model_config"] == model
 
 
 def test_init_from_brings_the_pretrained_tokenizer_and_shape():
@@ -285,3 +293,25 @@ def test_cfg_job_does_not_import_lightning(tmp_path):
     assert result.returncode == 0, result.stderr
     imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines() if "|" in line}
     assert "torch" in imported and "lightning" not in imported
+
+
+def test_the_module_node_builds_the_lightning_module_with_the_training_keys():
+    from hydra.utils import instantiate
+
+    cfg = compose_train(
+        "model=tiny", "label_smoothing=0.2", "fused_loss=false", "optimizer.weight_decay=0.01",
+        "scheduler=inverse_sqrt", "scheduler.peak_lr=1e-3",
+    )  # fmt: skip
+    model = build_model_config(model_options(cfg.model, cfg.data.max_len), 100, 0)
+    module = instantiate(cfg.module, _convert_="all")(
+        model_config=model.to_dict(), tokenizer_dir="tok", src_lang="en", tgt_lang="de",
+        bos_id=1, eos_id=2, pad_id=0,
+    )  # fmt: skip
+    hparams = module.hparams
+    assert (hparams.label_smoothing, hparams.fused_loss) == (0.2, False)
+    assert hparams.optimizer == {"betas": [0.9, 0.98], "eps": 1e-9, "weight_decay": 0.01}
+    assert (module.schedule.name, module.schedule.peak_lr, module.schedule.d_model) == (
+        "inverse_sqrt", 1e-3, model.d_model,
+    )  # fmt: skip
+    optimizer = module.configure_optimizers()["optimizer"]
+    assert optimizer.defaults["weight_decay"] == 0.01

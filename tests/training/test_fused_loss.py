@@ -9,8 +9,8 @@ import torch.nn.functional as F
 from tests.helpers.tiny_model import PAD, tiny_config
 from tests.helpers.token_batches import tiny_module, token_batch
 from transformer_nmt.model import Transformer
-from transformer_nmt.training import fused_loss
-from transformer_nmt.training.fused_loss import chunked_linear_label_smoothed_loss
+from transformer_nmt.training import fused_loss as fused_loss_module
+from transformer_nmt.training.fused_loss import fused_loss
 from transformer_nmt.training.loss import label_smoothed_loss
 
 N_ROWS, D_MODEL, VOCAB = 53, 24, 97  # a pad every 4th row: 39 real tokens = 3 x 13
@@ -43,7 +43,7 @@ def sums_and_grads(loss_fn, hidden, weight, labels, epsilon, **options):
 
 
 def fused(hidden, weight, labels, epsilon, chunk_size=16):
-    return chunked_linear_label_smoothed_loss(hidden, weight, labels, PAD, epsilon, chunk_size)
+    return fused_loss(hidden, weight, labels, PAD, epsilon, chunk_size)
 
 
 def plain(hidden, weight, labels, epsilon):
@@ -103,8 +103,13 @@ def test_no_gradient_work_without_grad_mode(monkeypatch):
     hidden, weight, labels = make_inputs()
     expected = fused(hidden, weight, labels, 0.1)
     flags = []
-    original = fused_loss._chunk_forward
-    monkeypatch.setattr(fused_loss, "_chunk_forward", lambda *a: flags.append(a[5]) or original(*a))
+    original = fused_loss_module._chunk_forward
+
+    def spy(*arguments):
+        flags.append(arguments[5])
+        return original(*arguments)
+
+    monkeypatch.setattr(fused_loss_module, "_chunk_forward", spy)
     with torch.no_grad():
         losses = fused(hidden, weight, labels, 0.1)
     assert flags == [False] * 4 and not losses.loss_sum.requires_grad  # 53 rows, chunks of 16
@@ -182,7 +187,7 @@ def test_invalid_arguments_are_refused(options, error):
     hidden, weight, labels = make_inputs()
     arguments = dict(hidden=hidden, weight=weight, labels=labels, pad_id=PAD, epsilon=0.1)
     with pytest.raises(error):
-        chunked_linear_label_smoothed_loss(**{**arguments, **options})
+        fused_loss(**{**arguments, **options})
 
 
 @pytest.mark.parametrize(("share_all", "tie"), [(False, True), (True, True), (False, False)])
@@ -199,7 +204,7 @@ def test_every_transformer_gradient_matches_the_plain_path(share_all, tie):
         (model.forward, lambda logits: label_smoothed_loss(logits, batch["labels"], PAD, 0.1)),
         (
             model.forward_hidden,
-            lambda hidden: chunked_linear_label_smoothed_loss(
+            lambda hidden: fused_loss(
                 hidden, model.output_projection.weight, batch["labels"], PAD, 0.1, chunk_size=5
             ),
         ),

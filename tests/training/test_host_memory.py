@@ -8,7 +8,7 @@ import pytest
 # Resident size (MiB) after allocating, touching and freeing a 256 MiB tensor, minus before.
 PROBE = """
 import sys, torch
-from transformer_nmt.launch.host_memory import keep_freed_memory
+from transformer_nmt.host_memory import keep_freed_memory
 def rss():
     with open("/proc/self/status") as status:
         return next(int(l.split()[1]) for l in status if l.startswith("VmRSS")) / 1024

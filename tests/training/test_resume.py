@@ -60,29 +60,35 @@ def test_sigkill_mid_epoch_then_resume_continues_the_loss_curve(tiny_overrides, 
         torch.testing.assert_close(final_res["state_dict"][key], value, rtol=1e-5, atol=1e-6)
 
 
-def test_resume_auto_is_the_default_of_submitit_jobs_and_ckpt_path_wins(tmp_path):
+def test_resume_auto_is_the_default_of_submitit_jobs_and_ckpt_path_wins(tmp_path, workspace):
+    import shutil
+
     from omegaconf import OmegaConf
 
     from transformer_nmt.callbacks import LastCheckpoint
     from transformer_nmt.cli.errors import UsageError
-    from transformer_nmt.cli.train_config import resume_checkpoint, resume_mode
+    from transformer_nmt.cli.train_config import plan_resume, resume_mode
 
     assert resume_mode(None) == "never"  # outside a job of hydra/launcher=slurm|local
     assert (resume_mode(True), resume_mode(False), resume_mode("auto")) == ("auto", "never", "auto")
     with pytest.raises(UsageError, match="resume=sometimes is not an option"):
         resume_mode("sometimes")
     callbacks = [LastCheckpoint(str(tmp_path / "checkpoints"), every_n_train_steps=10)]
+    model = workspace.model.config.to_dict()
 
     def start(**options):
         cfg = OmegaConf.create({"ckpt_path": None, "resume": None, "output_dir": str(tmp_path)})
-        return resume_checkpoint(OmegaConf.merge(cfg, options), callbacks)
+        cfg = OmegaConf.merge(cfg, {"data": {"src_lang": "en", "tgt_lang": "de"}}, options)
+        return plan_resume(cfg, model, callbacks).ckpt_path
 
     assert start(resume="auto") is None  # nothing to resume yet
     (tmp_path / "checkpoints").mkdir()
-    (tmp_path / "checkpoints" / "last.ckpt").write_bytes(b"")
+    shutil.copy(workspace.ckpt_path, tmp_path / "checkpoints" / "last.ckpt")
     assert start(resume="auto") == str(tmp_path / "checkpoints" / "last.ckpt")
     assert start(resume="never") is None and start() is None
-    assert start(resume="auto", ckpt_path="other.ckpt") == "other.ckpt"
+    other = shutil.copy(workspace.ckpt_path, tmp_path / "other.ckpt")
+    assert start(resume="auto", ckpt_path=str(other)) == str(other)
+    assert start(resume="auto", ckpt_path="last") == "last"  # Lightning's name: it resolves it
 
 
 @pytest.mark.slow  # two runs of train.py

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass, field
+from typing import Any
 
 import lightning.pytorch as pl
 import torch
+from hydra.utils import instantiate
 from lightning.fabric.utilities.exceptions import MisconfigurationException
-from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
@@ -16,8 +20,8 @@ from transformer_nmt.checkpoint import AtomicCheckpointIO
 from transformer_nmt.data import tokenizer_identity
 from transformer_nmt.data.datamodule import TranslationDataModule
 from transformer_nmt.evaluation.final_eval import FinalEvalConfig, final_evaluation
+from transformer_nmt.host_memory import keep_freed_memory
 from transformer_nmt.launch.ddp import adopt_hydra_launcher, distributed_job, wait_for_children
-from transformer_nmt.launch.host_memory import keep_freed_memory
 from transformer_nmt.launch.requeue import RequeueOnSignal, submitit_handler, under_submitit
 from transformer_nmt.private_api import offer_to_model_checkpoint
 from transformer_nmt.tracking.loggers import (
@@ -34,17 +38,16 @@ from .errors import UsageError
 from .library_notices import silence_library_notices
 from .loading import check_beam_size
 from .train_config import (
+    ResumePlan,
     TrainConfig,
+    build_model_config,
     build_run_loggers,
     check_config,
     check_writable_outputs,
     data_config,
+    plan_resume,
     pretrained_model,
     pretrained_model_config,
-    read_resume_checkpoint,
-    require_checkpoint_tokenizer,
-    resolve_model_config,
-    resume_checkpoint,
 )
 
 log = logging.getLogger(__name__)
@@ -58,131 +61,158 @@ def train(cfg: DictConfig) -> float | None:
 
 
 def _fit(cfg: DictConfig) -> float | None:
-    started = time.perf_counter()
     silence_library_notices()
-    overrides = job_overrides()
-    logged = LoggedMetrics()  # what summary.json reports: the loggers' last values and steps
-    trainer, module, loggers, requeue = None, None, [], None
-    status, error, final, fit_time_s = "failed", None, {}, None
+    if cfg.get("keep_freed_host_memory", False) and keep_freed_memory():
+        log.info("glibc keeps freed memory in the heap (keep_freed_host_memory=true)")
+    pl.seed_everything(cfg.seed, workers=True)
+    job = TrainingJob(cfg)
     try:
-        if cfg.get("keep_freed_host_memory", False) and keep_freed_memory():
-            log.info("glibc keeps freed memory in the heap (keep_freed_host_memory=true)")
-        pl.seed_everything(cfg.seed, workers=True)
-        # every check that needs no data first: reading the corpus or training a BPE takes long
-        checked = check_config(cfg)
+        job.build()
+        job.fit()
+        job.finish()
+    except BaseException as exception:
+        job.status, job.error = "failed", f"{type(exception).__name__}: {exception}"
+        raise
+    finally:
+        job.close()
+    if job.status == "requeued":
+        job.requeue.requeue()  # rank 0: submitit requeues the job and exits this process
+        return None
+    return objective_value(cfg.get("optimized_metric"), job.final)
+
+
+@dataclass
+class TrainingJob:
+    """One run of ``train.py``: what it is built from, what it built, and how it ended."""
+
+    cfg: DictConfig
+    started: float = field(default_factory=time.perf_counter)
+    overrides: list[str] = field(default_factory=job_overrides)
+    logged: LoggedMetrics = field(default_factory=LoggedMetrics)  # what summary.json reports
+    checked: TrainConfig | None = None
+    datamodule: TranslationDataModule | None = None
+    resume: ResumePlan | None = None
+    loggers: list[Logger] = field(default_factory=list)
+    requeue: RequeueOnSignal | None = None
+    trainer: pl.Trainer | None = None
+    module: TranslationModule | None = None
+    hyperparameters: dict[str, Any] = field(default_factory=dict)
+    status: str = "failed"
+    error: str | None = None
+    fit_time_s: float | None = None
+    final: dict[str, float | None] = field(default_factory=dict)
+
+    def build(self) -> None:
+        """Check the config, then build the data module, trainer and module, in that order:
+        every check that needs no data first, since reading the corpus or training a BPE takes
+        long."""
+        cfg = self.cfg
+        self.checked = checked = check_config(cfg)
         pretrained = pretrained_model(cfg.get("init_from"), checked.data)
-        datamodule = TranslationDataModule(data_config(checked.data, pretrained))
+        self.datamodule = datamodule = TranslationDataModule(data_config(checked.data, pretrained))
         check_writable_outputs(cfg.output_dir, checked.callbacks)
-        ckpt_path = resume_checkpoint(cfg, checked.callbacks)
-        resume_from = read_resume_checkpoint(cfg, checked.model, ckpt_path)
-        run_config = OmegaConf.to_container(cfg, resolve=True)
-        loggers = build_run_loggers(cfg.get("logger"))
-        requeue = RequeueOnSignal(submitit_handler()) if under_submitit() else None
-        callbacks = [*checked.callbacks, requeue] if requeue else checked.callbacks
-        trainer = _build_trainer(cfg, checked, [*loggers, logged], callbacks)
-        adopt_hydra_launcher(trainer)
-        if trainer.is_global_zero:
-            log.info(describe_batch(trainer, datamodule.max_tokens))
-        model_config = resolve_model_config(
-            cfg.model if pretrained is None else pretrained_model_config(pretrained, cfg.model),
-            datamodule.vocab_size,
-            datamodule.pad_id,
-            datamodule.max_len,
+        self.resume = plan_resume(cfg, checked.model, checked.callbacks)
+        self.loggers = build_run_loggers(cfg.get("logger"))
+        self.requeue = RequeueOnSignal(submitit_handler()) if under_submitit() else None
+        self.trainer = self._build_trainer()
+        if self.trainer.is_global_zero:
+            log.info(describe_batch(self.trainer, datamodule.max_tokens))
+        model_options = (
+            checked.model if pretrained is None else pretrained_model_config(pretrained, cfg.model)
         )
-        if resume_from is not None:
-            require_checkpoint_tokenizer(resume_from, datamodule)
-        module = TranslationModule(
-            model_config=model_config,
+        model = build_model_config(model_options, datamodule.vocab_size, datamodule.pad_id)
+        self.resume.require_tokenizer(datamodule)
+        run_config = OmegaConf.to_container(cfg, resolve=True)
+        del run_config["module"]  # its values are the top-level keys above
+        self.module = instantiate(cfg.module, _convert_="all")(
+            model_config=model.to_dict(),
             tokenizer_dir=datamodule.tokenizer_dir,
             src_lang=datamodule.src_lang,
             tgt_lang=datamodule.tgt_lang,
             bos_id=datamodule.bos_id,
             eos_id=datamodule.eos_id,
             pad_id=datamodule.pad_id,
-            label_smoothing=cfg.label_smoothing,
-            fused_loss=bool(cfg.fused_loss),
-            optimizer=OmegaConf.to_container(cfg.optimizer, resolve=True),
-            scheduler=OmegaConf.to_container(cfg.scheduler, resolve=True),
-            compile=bool(cfg.compile),
-            run_config=run_config,
             tokenizer_identity=tokenizer_identity(datamodule.tokenizer),
+            run_config=run_config,
         )
         # `search` (the final evaluation, BLEU callbacks) must fit the model: check before training
-        check_beam_size(checked.search, module.model, datamodule.bos_id, datamodule.eos_id)
+        check_beam_size(checked.search, self.module.model, datamodule.bos_id, datamodule.eos_id)
         if pretrained is not None:
-            module.model.load_state_dict(pretrained.model.state_dict())
+            self.module.model.load_state_dict(pretrained.model.state_dict())
             log.info("initialised the model from %s", cfg.init_from)
-        hyperparameters = {**run_config, "params": module.model.num_parameters()}
-        for logger in loggers:
-            logger.log_hyperparams(hyperparameters)
-            if overrides:  # the job's axes as config keys, for W&B's grouping views
-                logger.log_hyperparams({"overrides": override_values(overrides)})
+        self.hyperparameters = {**run_config, "params": self.module.model.num_parameters()}
+        for logger in self.loggers:
+            logger.log_hyperparams(self.hyperparameters)
+            if self.overrides:  # the job's axes as config keys, for W&B's grouping views
+                logger.log_hyperparams({"overrides": override_values(self.overrides)})
+
+    def _build_trainer(self) -> pl.Trainer:
+        callbacks = [*self.checked.callbacks, *([self.requeue] if self.requeue else [])]
+        try:
+            trainer = pl.Trainer(
+                **{**self.checked.trainer, "enable_model_summary": False},  # a callback has it
+                logger=[*self.loggers, self.logged],
+                callbacks=callbacks,
+                plugins=[AtomicCheckpointIO()],
+                use_distributed_sampler=False,  # the data module shards its token batches
+                default_root_dir=self.cfg.output_dir,
+            )
+        except (MisconfigurationException, ValueError) as error:
+            raise UsageError(f"trainer: {error}") from error
+        adopt_hydra_launcher(trainer)
+        return trainer
+
+    def fit(self) -> None:
         fit_started = time.perf_counter()
-        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
-        fit_time_s = time.perf_counter() - fit_started
-        if requeue is not None and requeue.requested:
-            status = "requeued"
+        self.trainer.fit(self.module, datamodule=self.datamodule, ckpt_path=self.resume.ckpt_path)
+        self.fit_time_s = time.perf_counter() - fit_started
+
+    def finish(self) -> None:
+        """The final evaluation (unless the fit was interrupted or is to be requeued)."""
+        trainer, checked = self.trainer, self.checked
+        if self.requeue is not None and self.requeue.requested:
+            self.status = "requeued"
         elif not trainer.interrupted:
             if trainer.is_global_zero and (
-                warning := module.schedule.unfinished_cooldown(trainer.global_step)
+                warning := self.module.schedule.unfinished_cooldown(trainer.global_step)
             ):
                 log.warning(warning)
-            final = final_evaluation(
-                trainer, module, datamodule, checked.final_eval, checked.search
+            self.final = final_evaluation(
+                trainer, self.module, self.datamodule, checked.final_eval, checked.search
             )
-            offer_final_validation(trainer, final, checked.final_eval)
+            offer_final_validation(trainer, self.final, checked.final_eval)
             if trainer.is_global_zero:
-                names = [name for name, value in final.items() if value is not None]
-                log_final_hyperparameters(loggers, hyperparameters, names)
-            status = "finished"
+                names = [name for name, value in self.final.items() if value is not None]
+                log_final_hyperparameters(self.loggers, self.hyperparameters, names)
+            self.status = "finished"
         else:
-            status = "interrupted"
+            self.status = "interrupted"
         wait_for_children(trainer)
-    except BaseException as exception:
-        status, error = "failed", f"{type(exception).__name__}: {exception}"
-        raise
-    finally:
-        finish_loggers(loggers, status == "finished")
-        if _is_global_zero(trainer):
+        log.info(
+            "rank %d of %d %s at step %d; checkpoints in %s/checkpoints",
+            trainer.global_rank,
+            trainer.world_size,
+            self.status,
+            trainer.global_step,
+            self.cfg.output_dir,
+        )
+
+    def close(self) -> None:
+        """Close the loggers and, on rank 0, write summary.json, however the job ended."""
+        finish_loggers(self.loggers, self.status == "finished")
+        trainer = self.trainer
+        if trainer.is_global_zero if trainer is not None else rank_zero_only.rank == 0:
             summary = run_summary(
                 trainer,
-                module,
-                status,
-                error,
-                metrics=logged,
-                overrides=overrides,
-                wall_time_s=time.perf_counter() - started,
-                fit_time_s=fit_time_s,
+                self.module,
+                self.status,
+                self.error,
+                metrics=self.logged,
+                overrides=self.overrides,
+                wall_time_s=time.perf_counter() - self.started,
+                fit_time_s=self.fit_time_s,
             )
-            _write_summary(cfg.output_dir, summary)
-    log.info(
-        "rank %d of %d %s at step %d; checkpoints in %s/checkpoints",
-        trainer.global_rank,
-        trainer.world_size,
-        status,
-        trainer.global_step,
-        cfg.output_dir,
-    )
-    if status == "requeued":
-        requeue.requeue()  # rank 0: submitit requeues the job and exits this process
-        return None
-    return objective_value(cfg.get("optimized_metric"), final)
-
-
-def _build_trainer(
-    cfg: DictConfig, checked: TrainConfig, loggers: list, callbacks: list[Callback]
-) -> pl.Trainer:
-    try:
-        return pl.Trainer(
-            **{**checked.trainer, "enable_model_summary": False},  # a callback holds the summary
-            logger=loggers,
-            callbacks=callbacks,
-            plugins=[AtomicCheckpointIO()],
-            use_distributed_sampler=False,  # the data module shards its token-bucketed batches
-            default_root_dir=cfg.output_dir,
-        )
-    except (MisconfigurationException, ValueError) as error:
-        raise UsageError(f"trainer: {error}") from error
+            _write_summary(self.cfg.output_dir, summary)
 
 
 def describe_batch(trainer: pl.Trainer, max_tokens: int | None) -> str:
@@ -215,11 +245,6 @@ def offer_final_validation(
         if monitor.split("/")[1] in DECODED and config.max_sentences is not None:
             continue
         offer_to_model_checkpoint(callback, trainer, {monitor: torch.tensor(metrics[monitor])})
-
-
-def _is_global_zero(trainer: pl.Trainer | None) -> bool:
-    """Whether this process is rank 0 (before the trainer exists: from the environment)."""
-    return trainer.is_global_zero if trainer is not None else rank_zero_only.rank == 0
 
 
 def _write_summary(output_dir: str, summary: dict) -> None:

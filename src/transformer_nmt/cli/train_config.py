@@ -1,10 +1,12 @@
-"""``train.py``'s config, checked before any data work.
+"""``train.py``'s config, checked before any data work, and the pieces built from it.
 
-Every config object is built (and so validated) before the corpus is read or the BPE trained,
-which can take minutes: the model with placeholder vocabulary sizes, the data, search, final
-evaluation, optimizer and scheduler options, the trainer's arguments, the callbacks and loggers.
-The directories the run writes into must be writable, and a checkpoint to resume from must fit
-the configured model. Each problem is a :class:`UsageError` or ``CheckpointError`` naming the
+Every option is checked before the corpus is read or the BPE trained, which can take minutes:
+unknown keys (:func:`check_known_keys`, the one such check), the model's shape (its vocabulary
+is the tokenizer's, so the model config itself is built once the data is ready:
+:func:`build_model_config`), the data, search, final evaluation, optimizer and scheduler
+options, the trainer's arguments, the callbacks and loggers. The directories the run writes into
+must be writable, and a checkpoint to resume from must fit the configured model
+(:func:`plan_resume`). Each problem is a :class:`UsageError` or ``CheckpointError`` naming the
 option and the fix.
 """
 
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,7 @@ from transformer_nmt.evaluation.final_eval import FinalEvalConfig
 from transformer_nmt.export import import_marian
 from transformer_nmt.launch.requeue import under_submitit
 from transformer_nmt.model import TransformerConfig
+from transformer_nmt.model.config import TOKENIZER_FIELDS, WEIGHT_FREE_OPTIONS, shape_options
 from transformer_nmt.tracking.loggers import build_loggers
 from transformer_nmt.tracking.objective import final_eval_for
 from transformer_nmt.training.optimizer import AdamConfig
@@ -48,15 +51,13 @@ from .errors import UsageError
 
 log = logging.getLogger(__name__)
 
-# The vocabulary size and pad id the model is checked with before the tokenizer exists.
-_PLACEHOLDER_VOCAB_SIZE, _PLACEHOLDER_PAD_ID = 1000, 0
-_FROM_TOKENIZER = ("src_vocab_size", "tgt_vocab_size", "pad_id")
-# Model options that change no weight: a resumed run may change them, and a model started from a
-# pretrained one (``init_from``) takes them from the ``model`` config (its shape is the
-# pretrained model's).
-_TRAINING_OPTIONS = ("dropout", "attention_dropout", "attention")
 # Lightning's own ckpt_path values, resolved by the Trainer (nothing to read beforehand).
 _LIGHTNING_CKPT_NAMES = ("last", "best", "hpc", "registry")
+# TranslationModule arguments that come from the data and the run, not from the ``module`` node.
+_MODULE_ARGUMENTS_FROM_DATA = (
+    "model_config", "tokenizer_dir", "src_lang", "tgt_lang", "bos_id", "eos_id", "pad_id",
+    "tokenizer_identity", "run_config",
+)  # fmt: skip
 
 
 @dataclass
@@ -64,7 +65,7 @@ class TrainConfig:
     """The checked pieces of a ``train.py`` config."""
 
     data: DataConfig
-    model: dict  # every TransformerConfig field; vocabulary sizes and pad id are placeholders
+    model: dict  # model_options(): the shape checked, the tokenizer's fields None unless set
     search: SearchOptions
     final_eval: FinalEvalConfig
     trainer: dict  # lightning.pytorch.Trainer keyword arguments
@@ -72,12 +73,10 @@ class TrainConfig:
 
 
 def check_config(cfg: DictConfig) -> TrainConfig:
-    """Build every config object of a ``train.py`` config, before any data work."""
-    _check_known_keys(cfg)
+    """Check every option of a ``train.py`` config and build what needs no data."""
+    check_known_keys(cfg)
     data = _checked("data", lambda: OmegaConf.to_object(cfg.data))
-    model = resolve_model_config(
-        cfg.model, *_placeholders(cfg.model), data_max_len=data.max_len
-    )  # fmt: skip
+    model = model_options(cfg.model, data.max_len)
     search = _checked("search", lambda: OmegaConf.to_object(cfg.search))
     final_eval = _checked("final_eval", lambda: OmegaConf.to_object(cfg.final_eval))
     # widened to produce what a sweep optimises: its split, and decoding for BLEU or chrF
@@ -100,14 +99,23 @@ def check_config(cfg: DictConfig) -> TrainConfig:
     return TrainConfig(data, model, search, final_eval, trainer, callbacks)
 
 
-def _check_known_keys(cfg: DictConfig) -> None:
-    """Refuse a key a schema does not have: ``+data.max_token=…`` would otherwise be ignored
-    (Hydra's ``+`` adds keys even to a typed node, and ``to_object`` drops them)."""
-    for name, schema in SCHEMAS.items():
-        known = {f.name for f in fields(schema)}
-        unknown = sorted(set(cfg.get(name) or {}) - known)
+def check_known_keys(cfg: DictConfig) -> None:
+    """Refuse a key no schema has: ``+data.max_token=…`` would otherwise be ignored (Hydra's
+    ``+`` adds keys even to a typed node, and ``to_object`` drops them)."""
+    import lightning.pytorch as pl
+
+    from transformer_nmt.training.module import TranslationModule
+
+    known = {name: {f.name for f in fields(schema)} for name, schema in SCHEMAS.items()}
+    known["trainer"] = set(inspect.signature(pl.Trainer.__init__).parameters) - {"self"}
+    known["module"] = {"_target_", "_partial_"} | (
+        set(inspect.signature(TranslationModule.__init__).parameters)
+        - {"self", *_MODULE_ARGUMENTS_FROM_DATA}
+    )
+    for name, keys in known.items():
+        unknown = sorted(set(cfg.get(name) or {}) - keys)
         if unknown:
-            raise UsageError(f"unknown {name} option(s) {unknown}; valid keys are {sorted(known)}")
+            raise UsageError(f"unknown {name} option(s) {unknown}; valid keys are {sorted(keys)}")
 
 
 def _checked(name: str, build):
@@ -117,14 +125,41 @@ def _checked(name: str, build):
         raise UsageError(f"{name}: {error}") from error
 
 
-def _placeholders(model_cfg: DictConfig) -> tuple[int, int]:
-    """Vocabulary size and pad id to check the model with: the config's own, if it sets them."""
-    vocab_size = model_cfg.get("src_vocab_size", "???")
-    pad_id = model_cfg.get("pad_id", "???")
-    return (
-        vocab_size if isinstance(vocab_size, int) else _PLACEHOLDER_VOCAB_SIZE,
-        pad_id if isinstance(pad_id, int) else _PLACEHOLDER_PAD_ID,
+def model_options(model_cfg: Any, data_max_len: int) -> dict:
+    """Every ``TransformerConfig`` field as a plain dict, checked as far as it can be without the
+    vocabulary (:func:`~transformer_nmt.model.config.shape_options`): the tokenizer's fields
+    (vocabulary sizes, pad id) are None unless the ``model`` config sets them."""
+    options = (
+        OmegaConf.to_container(model_cfg, resolve=True, throw_on_missing=False)
+        if OmegaConf.is_config(model_cfg)
+        else dict(model_cfg)
     )
+    tokenizer = {key: options.get(key) for key in TOKENIZER_FIELDS}
+    tokenizer = {key: None if value == "???" else value for key, value in tokenizer.items()}
+    shape = _checked("model", lambda: shape_options(options))
+    if shape["max_len"] < data_max_len:
+        raise UsageError(
+            f"model.max_len={shape['max_len']} is shorter than data.max_len={data_max_len}: the "
+            f"decoder needs a position for every target token; raise model.max_len or lower "
+            f"data.max_len"
+        )
+    return {**tokenizer, **shape}
+
+
+def build_model_config(options: dict, vocab_size: int, pad_id: int) -> TransformerConfig:
+    """The model config of :func:`model_options` with the tokenizer's vocabulary size and pad id.
+
+    The ``model`` config leaves ``src_vocab_size``, ``tgt_vocab_size`` and ``pad_id`` unset
+    (``???``): they are the tokenizer's. A value set there must agree with it.
+    """
+    from_tokenizer = dict(zip(TOKENIZER_FIELDS, (vocab_size, vocab_size, pad_id), strict=True))
+    for key, value in from_tokenizer.items():
+        if options.get(key) is not None and options[key] != value:
+            raise UsageError(
+                f"model.{key}={options[key]} but the data's tokenizer has {value}; leave "
+                f"model.{key} unset to take it from the data"
+            )
+    return _checked("model", lambda: TransformerConfig(**{**options, **from_tokenizer}))
 
 
 def pretrained_model(init_from: str | None, data: DataConfig) -> LoadedCheckpoint | None:
@@ -154,46 +189,9 @@ def pretrained_model_config(pretrained: LoadedCheckpoint, model_cfg: Any) -> dic
     """The pretrained model's config, with the ``model`` config's training options (dropout,
     attention implementation)."""
     options = pretrained.model.config.to_dict()
-    for name in _TRAINING_OPTIONS:
+    for name in WEIGHT_FREE_OPTIONS:
         options[name] = model_cfg[name]
     return options
-
-
-def resolve_model_config(model_cfg: Any, vocab_size: int, pad_id: int, data_max_len: int) -> dict:
-    """All ``TransformerConfig`` fields as a plain dict, vocabulary sizes and pad id from the data.
-
-    The ``model`` config leaves ``src_vocab_size``, ``tgt_vocab_size`` and ``pad_id`` unset
-    (``???``): they are the tokenizer's. A value set there must agree with it.
-    """
-    options = (
-        OmegaConf.to_container(model_cfg, resolve=True, throw_on_missing=False)
-        if OmegaConf.is_config(model_cfg)
-        else dict(model_cfg)
-    )
-    for key, value in (
-        ("src_vocab_size", vocab_size),
-        ("tgt_vocab_size", vocab_size),
-        ("pad_id", pad_id),
-    ):
-        if options.get(key) in (None, "???"):
-            options[key] = value
-        elif options[key] != value:
-            raise UsageError(
-                f"model.{key}={options[key]} but the data's tokenizer has {value}; leave "
-                f"model.{key} unset to take it from the data"
-            )
-    known = {f.name for f in fields(TransformerConfig)}
-    unknown = sorted(set(options) - known)
-    if unknown:  # a key added with +model.<key>=... that the schema does not have
-        raise UsageError(f"unknown model option(s) {unknown}; valid keys are {sorted(known)}")
-    config = _checked("model", lambda: TransformerConfig(**options))
-    if config.max_len < data_max_len:
-        raise UsageError(
-            f"model.max_len={config.max_len} is shorter than data.max_len={data_max_len}: the "
-            f"decoder needs a position for every target token; raise model.max_len or lower "
-            f"data.max_len"
-        )
-    return asdict(config)
 
 
 def trainer_options(trainer_cfg: Any) -> dict:
@@ -205,20 +203,11 @@ def trainer_options(trainer_cfg: Any) -> dict:
     training batches to Lightning, so it is multiplied here by ``accumulate_grad_batches``, the
     batches of one optimizer step. (A float stays a fraction of an epoch.)
     """
-    import lightning.pytorch as pl
-
     options = OmegaConf.to_container(trainer_cfg, resolve=True)
     if "use_distributed_sampler" in options:
         raise UsageError(
             "remove trainer.use_distributed_sampler: it is always False, because the data "
             "module shards its token-bucketed batches across ranks itself"
-        )
-    known = set(inspect.signature(pl.Trainer.__init__).parameters) - {"self"}
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise UsageError(
-            f"unknown trainer option(s) {unknown}: the trainer group holds "
-            f"lightning.pytorch.Trainer arguments"
         )
     accumulate = options.get("accumulate_grad_batches", 1)
     interval = options.get("val_check_interval")
@@ -307,39 +296,58 @@ def resume_mode(value: Any) -> str:
     return value
 
 
-def resume_checkpoint(cfg: DictConfig, callbacks: list[Callback]) -> str | None:
-    """The checkpoint ``fit`` starts from: ``ckpt_path`` if set; else, with ``resume=auto``, the run
-    directory's ``last.ckpt`` if one exists (a requeued or restarted job continues)."""
-    if cfg.get("ckpt_path"):
-        return str(cfg.ckpt_path)
-    if resume_mode(cfg.get("resume")) == "never":
-        return None
-    last = next((c.path for c in callbacks if isinstance(c, LastCheckpoint)), None)
-    last = last or Path(cfg.output_dir) / "checkpoints" / "last.ckpt"
-    if not last.is_file():
-        return None
-    log.info("resuming from %s (resume=auto)", last)
-    return str(last)
+@dataclass
+class ResumePlan:
+    """Where ``fit`` starts: ``ckpt_path`` (None: from scratch) and, when this run read that
+    checkpoint, what it needs of the data (:meth:`require_tokenizer`)."""
+
+    ckpt_path: str | None = None
+    path: Path | None = None  # the checkpoint read, made absolute
+    hyper_parameters: dict | None = None
+    tokenizer_files: dict | None = None
+
+    def require_tokenizer(self, datamodule) -> None:
+        """Refuse to resume a model with another tokenizer than the one it was trained with: the
+        BPE is keyed on the corpus, so another corpus gives other token ids under the same
+        weights."""
+        if self.hyper_parameters is None:
+            return
+        checkpoint = {
+            "path": self.path,
+            "hyper_parameters": self.hyper_parameters,
+            TOKENIZER_FILES_KEY: self.tokenizer_files,
+        }
+        problem = tokenizer_mismatch(checkpoint, datamodule.tokenizer)
+        if problem is None:
+            return
+        raise CheckpointError(
+            f"cannot resume from {self.path}: its model was trained with tokenizer "
+            f"{self.hyper_parameters['tokenizer_dir']!r} but the data config gives tokenizer "
+            f"{datamodule.tokenizer_dir!r}: {problem}. Resume with the data options of the run "
+            f"that wrote it or, to go on training that model on this data, keep its tokenizer: "
+            f"data.tokenizer=pretrained data.tokenizer_name={checkpoint_tokenizer_dir(checkpoint)}"
+        )
 
 
-def read_resume_checkpoint(cfg: DictConfig, model: dict, ckpt_path: str | None) -> dict | None:
-    """The hyper-parameters and tokenizer files of the checkpoint to resume from, ``ckpt_path``
-    (:func:`resume_checkpoint`; None when not resuming), after checking that it fits the
-    configured model and direction."""
-    if not ckpt_path or str(ckpt_path) in _LIGHTNING_CKPT_NAMES:
-        return None
-    path = Path(to_absolute_path(str(ckpt_path)))
+def plan_resume(cfg: DictConfig, model: dict, callbacks: list[Callback]) -> ResumePlan:
+    """The checkpoint ``fit`` starts from, checked to fit the configured ``model``
+    (:func:`model_options`) and direction: ``ckpt_path`` if set; else, with ``resume=auto``,
+    the run directory's ``last.ckpt`` if one exists (a requeued or restarted job continues)."""
+    ckpt_path = _checkpoint_to_resume(cfg, callbacks)
+    if not ckpt_path or ckpt_path in _LIGHTNING_CKPT_NAMES:
+        return ResumePlan(ckpt_path)
+    path = Path(to_absolute_path(ckpt_path))
     checkpoint = read_checkpoint(path, mmap=True)
     if "optimizer_states" not in checkpoint or "loops" not in checkpoint:
         raise CheckpointError(
             f"cannot resume from {path}: it holds the model's weights but no optimizer or loop "
             f"state (an averaged checkpoint?); resume from the last.ckpt of the run instead"
         )
-    trained = asdict(model_config(checkpoint, path))
+    trained = model_config(checkpoint, path).to_dict()
     differing = [
         key
         for key in trained
-        if key not in _FROM_TOKENIZER + _TRAINING_OPTIONS
+        if key not in TOKENIZER_FIELDS + WEIGHT_FREE_OPTIONS
         and trained[key] != model[key]
         and not (_derived(key, trained) and _derived(key, model))
     ]
@@ -359,11 +367,20 @@ def read_resume_checkpoint(cfg: DictConfig, model: dict, ckpt_path: str | None) 
             f"data config reads {cfg.data.src_lang}→{cfg.data.tgt_lang}; set "
             f"data.src_lang={trained_direction[0]} data.tgt_lang={trained_direction[1]}"
         )
-    return {
-        "path": path,
-        "hyper_parameters": hyper_parameters,
-        TOKENIZER_FILES_KEY: checkpoint.get(TOKENIZER_FILES_KEY),
-    }
+    return ResumePlan(ckpt_path, path, hyper_parameters, checkpoint.get(TOKENIZER_FILES_KEY))
+
+
+def _checkpoint_to_resume(cfg: DictConfig, callbacks: list[Callback]) -> str | None:
+    if cfg.get("ckpt_path"):
+        return str(cfg.ckpt_path)
+    if resume_mode(cfg.get("resume")) == "never":
+        return None
+    last = next((c.path for c in callbacks if isinstance(c, LastCheckpoint)), None)
+    last = last or Path(cfg.output_dir) / "checkpoints" / "last.ckpt"
+    if not last.is_file():
+        return None
+    log.info("resuming from %s (resume=auto)", last)
+    return str(last)
 
 
 def _derived(key: str, model: dict) -> bool:
@@ -373,19 +390,3 @@ def _derived(key: str, model: dict) -> bool:
     if key in ("n_encoder_layers", "n_decoder_layers"):
         return model[key] == model["n_layers"]
     return False
-
-
-def require_checkpoint_tokenizer(checkpoint: dict, datamodule) -> None:
-    """Refuse to resume a model with another tokenizer than the one it was trained with: the
-    BPE is keyed on the corpus, so another corpus gives other token ids under the same weights."""
-    problem = tokenizer_mismatch(checkpoint, datamodule.tokenizer)
-    if problem is None:
-        return
-    trained_with = checkpoint_tokenizer_dir(checkpoint)
-    raise CheckpointError(
-        f"cannot resume from {checkpoint['path']}: its model was trained with tokenizer "
-        f"{checkpoint['hyper_parameters']['tokenizer_dir']!r} but the data config gives "
-        f"tokenizer {datamodule.tokenizer_dir!r}: {problem}. Resume with the data options of "
-        f"the run that wrote it or, to go on training that model on this data, keep its "
-        f"tokenizer: data.tokenizer=pretrained data.tokenizer_name={trained_with}"
-    )

@@ -22,7 +22,7 @@ import torch
 from torch.utils.data import DataLoader, Sampler
 
 from transformer_nmt.data.encoding import ExampleBatch
-from transformer_nmt.launch.host_memory import release_free_memory
+from transformer_nmt.host_memory import release_free_memory
 from transformer_nmt.private_api import batches_yielded
 
 log = logging.getLogger(__name__)

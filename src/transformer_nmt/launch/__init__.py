@@ -1,1 +1,1 @@
-"""How a training process starts: DDP ranks from a Hydra job, and the host allocator."""
+"""How a training process starts: DDP ranks from a Hydra job, and requeueing a submitit job."""

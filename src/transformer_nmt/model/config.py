@@ -6,12 +6,19 @@ the only ones, and a YAML option sets just what differs from them.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 NORMS = ("post", "pre")
+NORM_LAYERS = ("layernorm", "rmsnorm")
 POSITIONALS = ("sinusoidal", "learned")
 ATTENTIONS = ("manual", "sdpa")
 ACTIVATIONS = ("relu", "swish")
+TOKENIZER_FIELDS = ("src_vocab_size", "tgt_vocab_size", "pad_id")  # the tokenizer decides them
+# Options that change no weight: a resumed run may change them, and a model started from a
+# pretrained one takes them from the ``model`` config.
+WEIGHT_FREE_OPTIONS = ("dropout", "attention_dropout", "attention")
 
 
 @dataclass
@@ -45,6 +52,7 @@ class TransformerConfig:
     dropout: float = 0.1  # P_drop: on each sub-layer output and on the embeddings + positions
     attention_dropout: float = 0.0  # on the attention weights (not in the paper)
     norm: str = "post"  # post: LayerNorm(x + Sublayer(x)), the paper; pre: x + Sublayer(LN(x))
+    norm_layer: str = "layernorm"  # LayerNorm, the paper; rmsnorm: RMSNorm (no mean, no bias)
     positional: str = "sinusoidal"  # or learned (Table 3 row E)
     max_len: int = 1024  # positions the encoder and decoder can take
     share_all_embeddings: bool = True  # one matrix for both embeddings (needs a joint vocabulary)
@@ -53,32 +61,10 @@ class TransformerConfig:
     attention: str = "sdpa"  # sdpa: PyTorch's fused kernel; manual: eq. 1 written out (equal)
 
     def __post_init__(self) -> None:
-        for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "n_layers"):
+        for name in ("src_vocab_size", "tgt_vocab_size"):
             _require_positive(name, getattr(self, name))
-        for name in ("d_ff", "max_len"):
-            _require_positive(name, getattr(self, name))
-        for name in ("n_encoder_layers", "n_decoder_layers"):
-            if getattr(self, name) is None:
-                setattr(self, name, self.n_layers)
-            _require_positive(name, getattr(self, name))
-        for name in ("d_k", "d_v"):
-            if getattr(self, name) is None:
-                if self.d_model % self.n_heads != 0:
-                    raise ValueError(
-                        f"d_model ({self.d_model}) must be divisible by n_heads "
-                        f"({self.n_heads}) so that {name} = d_model / n_heads is whole; change "
-                        f"one of them, or set {name} explicitly"
-                    )
-                setattr(self, name, self.d_model // self.n_heads)
-            _require_positive(name, getattr(self, name))
-        _require_choice("norm", self.norm, NORMS)
-        _require_choice("positional", self.positional, POSITIONALS)
-        _require_choice("attention", self.attention, ATTENTIONS)
-        _require_choice("activation", self.activation, ACTIVATIONS)
-        for name in ("dropout", "attention_dropout"):
-            value = getattr(self, name)
-            if not 0.0 <= value < 1.0:
-                raise ValueError(f"{name} must be in [0, 1), got {value}")
+        for name, value in shape_options(asdict(self)).items():
+            setattr(self, name, value)
         if not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
             raise ValueError(
                 f"pad_id ({self.pad_id}) must be a valid token id in both vocabularies "
@@ -93,6 +79,40 @@ class TransformerConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def shape_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Every field but the tokenizer's, checked, with ``d_k``, ``d_v``, ``n_encoder_layers`` and
+    ``n_decoder_layers`` filled in: the model as far as it is known before its vocabulary."""
+    shape = {
+        f.name: options.get(f.name, f.default) for f in fields(TransformerConfig)
+        if f.name not in TOKENIZER_FIELDS
+    }  # fmt: skip
+    for name in ("d_model", "n_heads", "n_layers", "d_ff", "max_len"):
+        _require_positive(name, shape[name])
+    for name in ("n_encoder_layers", "n_decoder_layers"):
+        if shape[name] is None:
+            shape[name] = shape["n_layers"]
+        _require_positive(name, shape[name])
+    for name in ("d_k", "d_v"):
+        if shape[name] is None:
+            if shape["d_model"] % shape["n_heads"] != 0:
+                raise ValueError(
+                    f"d_model ({shape['d_model']}) must be divisible by n_heads "
+                    f"({shape['n_heads']}) so that {name} = d_model / n_heads is whole; change "
+                    f"one of them, or set {name} explicitly"
+                )
+            shape[name] = shape["d_model"] // shape["n_heads"]
+        _require_positive(name, shape[name])
+    _require_choice("norm", shape["norm"], NORMS)
+    _require_choice("norm_layer", shape["norm_layer"], NORM_LAYERS)
+    _require_choice("positional", shape["positional"], POSITIONALS)
+    _require_choice("attention", shape["attention"], ATTENTIONS)
+    _require_choice("activation", shape["activation"], ACTIVATIONS)
+    for name in ("dropout", "attention_dropout"):
+        if not 0.0 <= shape[name] < 1.0:
+            raise ValueError(f"{name} must be in [0, 1), got {shape[name]}")
+    return shape
 
 
 def _require_positive(name: str, value: int) -> None:

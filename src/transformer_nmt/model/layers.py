@@ -23,15 +23,13 @@ def _attention(config: TransformerConfig) -> MultiHeadAttention:
 
 
 class EncoderLayer(nn.Module):
-    """Self-attention, then feed-forward; each wrapped in a residual connection with LayerNorm."""
+    """Self-attention, then feed-forward; each wrapped in a residual connection."""
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         self.self_attention = _attention(config)
         self.feed_forward = PositionwiseFeedForward(config.d_model, config.d_ff, config.activation)
-        self.residual = nn.ModuleList(
-            ResidualConnection(config.d_model, config.dropout, config.norm) for _ in range(2)
-        )
+        self.residual = nn.ModuleList(ResidualConnection(config) for _ in range(2))
 
     def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
         """x [B, S, d_model], src_mask [B, 1, 1, S] -> [B, S, d_model]"""
@@ -48,9 +46,7 @@ class DecoderLayer(nn.Module):
         self.self_attention = _attention(config)
         self.cross_attention = _attention(config)
         self.feed_forward = PositionwiseFeedForward(config.d_model, config.d_ff, config.activation)
-        self.residual = nn.ModuleList(
-            ResidualConnection(config.d_model, config.dropout, config.norm) for _ in range(3)
-        )
+        self.residual = nn.ModuleList(ResidualConnection(config) for _ in range(3))
 
     def forward(
         self,

@@ -14,10 +14,11 @@ from .kv_cache import KVCache
 from .layers import DecoderLayer, EncoderLayer
 from .masks import causal_mask, decoder_self_attention_mask, padding_mask
 from .positional import build_positional
+from .residual import final_norm
 
 
 class Encoder(nn.Module):
-    """Embedding + positions, then N encoder layers (and a final LayerNorm under pre-norm)."""
+    """Embedding + positions, then N encoder layers (a final norm under pre-norm)."""
 
     def __init__(self, config: TransformerConfig, embedding: TokenEmbedding) -> None:
         super().__init__()
@@ -25,7 +26,7 @@ class Encoder(nn.Module):
         self.positional = build_positional(config.positional, config.d_model, config.max_len)
         self.dropout = nn.Dropout(config.dropout)
         self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.n_encoder_layers))
-        self.final_norm = nn.LayerNorm(config.d_model) if config.norm == "pre" else nn.Identity()
+        self.final_norm = final_norm(config)
 
     def forward(self, src_ids: Tensor, src_mask: Tensor) -> Tensor:
         """src_ids [B, S] -> memory [B, S, d_model]"""
@@ -36,7 +37,7 @@ class Encoder(nn.Module):
 
 
 class Decoder(nn.Module):
-    """Embedding + positions, then N decoder layers (and a final LayerNorm under pre-norm)."""
+    """Embedding + positions, then N decoder layers (a final norm under pre-norm)."""
 
     def __init__(self, config: TransformerConfig, embedding: TokenEmbedding) -> None:
         super().__init__()
@@ -46,7 +47,7 @@ class Decoder(nn.Module):
         self.layers = nn.ModuleList(
             DecoderLayer(config, index=i) for i in range(config.n_decoder_layers)
         )
-        self.final_norm = nn.LayerNorm(config.d_model) if config.norm == "pre" else nn.Identity()
+        self.final_norm = final_norm(config)
 
     def forward(
         self,

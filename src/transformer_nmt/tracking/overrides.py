@@ -44,13 +44,13 @@ def job_name(hydra: Any) -> str | None:
     learned``: the job's own overrides (``hydra.overrides.task``) less those every job shares.
     None when the sweep varies none of them.
     """
-    swept = swept_keys(hydra)
+    swept = sweep_parameters(hydra)
     task = list(hydra.overrides.task)
     name = ",".join(o for key, o in zip(_keys(task), task, strict=True) if key in swept)
     return name or None
 
 
-def swept_keys(hydra: Any) -> set[str]:
+def sweep_parameters(hydra: Any) -> set[str]:
     """The keys a Hydra sweep varies: those with a sweep value (``1,4,8``, ``choice(...)``,
     ``interval(...)``, ``range(...)``) in ``hydra.sweeper.params`` (an ``ablation`` or
     ``hparams_search`` config, Optuna's search space) or on the sweep's command line (saved by

@@ -114,7 +114,7 @@ def swept_keys(runs: list[Run]) -> list[str]:
     return [key for key in keys if len({run.overrides.get(key) for run in runs}) > 1]
 
 
-def markdown_table(runs: list[Run]) -> str:
+def ablation_table(runs: list[Run]) -> str:
     """Table 3 layout: variant, model shape, train steps, PPL (dev), BLEU (dev), params ×10⁶."""
     axes = swept_keys(runs)
     header = ["variant", *(name for name, _ in MODEL_COLUMNS), "ε_ls", "warmup", "train steps"]
@@ -202,7 +202,7 @@ def write_report(sweep_dir: Path, out_dir: Path | None = None, x_key: str | None
     out_dir = out_dir or sweep_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     table_file = out_dir / "report.md"
-    write_text_atomically(table_file, markdown_table(runs))
+    write_text_atomically(table_file, ablation_table(runs))
     plot_file = plot(runs, out_dir / "report.png", x_key)
     return table_file, plot_file
 

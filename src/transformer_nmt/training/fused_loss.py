@@ -44,7 +44,7 @@ DEFAULT_CHUNK_SIZE = 1024
 
 
 @torch.compiler.disable  # a loop over a data-dependent number of chunks: always eager
-def chunked_linear_label_smoothed_loss(
+def fused_loss(
     hidden: Tensor,
     weight: Tensor,
     labels: Tensor,
@@ -179,15 +179,14 @@ class _ChunkedLinearLabelSmoothedLoss(torch.autograd.Function):
     ) -> tuple[Tensor | None, ...]:
         if torch.is_grad_enabled():  # backward(create_graph=True) or autograd.grad(...) alike
             raise RuntimeError(
-                "chunked_linear_label_smoothed_loss has no second-order gradients "
-                "(create_graph=True); use the plain output_projection + label_smoothed_loss for "
-                "those"
+                "fused_loss has no second-order gradients (create_graph=True); use the plain "
+                "output_projection + label_smoothed_loss for those"
             )
         grad_hidden, grad_weight = ctx.saved_tensors  # raises if freed by an earlier backward
         needs_hidden, needs_weight = ctx.needs_input_grad[:2]
         if (needs_hidden and grad_hidden is None) or (needs_weight and grad_weight is None):
             raise RuntimeError(
-                "chunked_linear_label_smoothed_loss computed no gradients in forward (grad mode "
+                "fused_loss computed no gradients in forward (grad mode "
                 "was off or the input did not require grad then); call it again with grad "
                 "enabled and requires_grad set"
             )

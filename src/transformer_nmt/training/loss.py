@@ -35,7 +35,7 @@ def label_smoothed_loss(logits: Tensor, labels: Tensor, pad_id: int, epsilon: fl
 
     Per token the same value as ``F.cross_entropy(..., label_smoothing=ε, ignore_index=pad_id)``,
     but one log-softmax gives both it and the plain NLL. Computed in float32 whatever the logits'
-    dtype. logits [B, T, V], labels [B, T]. ``fused_loss.chunked_linear_label_smoothed_loss``
+    dtype. logits [B, T, V], labels [B, T]. ``fused_loss.fused_loss``
     computes the same from the decoder's output without the [B, T, V] tensors.
     """
     check_label_smoothing(epsilon)

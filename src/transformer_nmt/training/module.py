@@ -12,7 +12,7 @@ from torchmetrics import MeanMetric
 from transformer_nmt.checkpoint import embed_tokenizer_files
 from transformer_nmt.data import tokenizer_files
 from transformer_nmt.model import Transformer, TransformerConfig
-from transformer_nmt.training.fused_loss import chunked_linear_label_smoothed_loss
+from transformer_nmt.training.fused_loss import fused_loss
 from transformer_nmt.training.loss import TokenLosses, check_finite_update, label_smoothed_loss
 from transformer_nmt.training.optimizer import AdamConfig, build_adam
 from transformer_nmt.training.schedules import StepSchedule, build_scheduler
@@ -90,7 +90,7 @@ class TranslationModule(pl.LightningModule):
         labels, pad_id, epsilon = batch["labels"], self.hparams.pad_id, self.hparams.label_smoothing
         if self._fused_loss:  # outputs: the decoder's [B, T, d_model]
             weight = self.model.output_projection.weight  # the Parameter: tied gradients add up
-            return chunked_linear_label_smoothed_loss(outputs, weight, labels, pad_id, epsilon)
+            return fused_loss(outputs, weight, labels, pad_id, epsilon)
         return label_smoothed_loss(outputs, labels, pad_id, epsilon)  # outputs: logits
 
     def on_train_start(self) -> None:
@@ -111,17 +111,17 @@ class TranslationModule(pl.LightningModule):
             reduce_sum=lambda sums: trainer.strategy.reduce(sums, reduce_op="sum"),
             backward_divisor=trainer.accumulate_grad_batches * trainer.world_size,
         )
-        numbers = totals.numbers()
+        means = totals.means()
         step = self.global_step + 1  # the step about to be taken
         # fp16 with a GradScaler: an overflowing gradient is routine, the scaler skips that step
         scaler_skips_overflow = getattr(trainer.precision_plugin, "scaler", None) is not None
-        check_finite_update(step, numbers.loss, 0.0 if scaler_skips_overflow else numbers.grad_norm)
+        check_finite_update(step, means.loss, 0.0 if scaler_skips_overflow else means.grad_norm)
         self._step_totals = totals
-        self.tokens_trained += numbers.tokens
+        self.tokens_trained += means.tokens
         if trainer.log_every_n_steps > 0 and step % trainer.log_every_n_steps == 0:
-            self.log("train/loss", numbers.loss, prog_bar=True, batch_size=1)
-            self.log("train/nll", numbers.nll, batch_size=1)
-            self.log("train/grad_norm", numbers.grad_norm, batch_size=1)
+            self.log("train/loss", means.loss, prog_bar=True, batch_size=1)
+            self.log("train/nll", means.nll, batch_size=1)
+            self.log("train/grad_norm", means.grad_norm, batch_size=1)
             self.log("lr", optimizer.param_groups[0]["lr"], prog_bar=True, batch_size=1)
 
     def configure_gradient_clipping(

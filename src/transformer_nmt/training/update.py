@@ -27,7 +27,7 @@ CLIP_EPSILON = 1e-6  # as torch.nn.utils.clip_grad_norm_
 
 
 @dataclass
-class StepNumbers:
+class StepMeans:
     """An optimizer step's means per target token and its gradient norm, on the host."""
 
     loss: float
@@ -46,13 +46,13 @@ class StepTotals:
     scale: Tensor  # multiplies the accumulated gradients into the token mean's gradient
     grad_norm: Tensor  # 2-norm of the token mean's gradient, before clipping
 
-    def numbers(self) -> StepNumbers:
+    def means(self) -> StepMeans:
         """The step's means and norm as Python numbers: one wait for the device."""
         tokens = self.tokens.clamp(min=1.0)
         loss, nll, grad_norm, n_tokens = torch.stack(
             [self.loss_sum / tokens, self.nll_sum / tokens, self.grad_norm, self.tokens]
         ).tolist()
-        return StepNumbers(loss, nll, grad_norm, int(n_tokens))
+        return StepMeans(loss, nll, grad_norm, int(n_tokens))
 
 
 class TokenMeanUpdate:
