@@ -20,11 +20,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # for the processes tests start
 
 from tests.helpers.corpus import make_pairs, write_corpus  # noqa: E402
 from tests.helpers.reverse_task import half_trained_reverse_model  # noqa: E402
+from tests.helpers.run_if import multi30k_location  # noqa: E402
 from tests.helpers.slow import unmarked_users_of_slow_fixtures  # noqa: E402
 from tests.helpers.tiny_checkpoint import Workspace, build_workspace  # noqa: E402
 from tests.helpers.tiny_runs import tiny_run_overrides  # noqa: E402
-
-MULTI30K_FILES = "{train,val,test_2016_flickr}.{en,de}.gz"
 
 
 def pytest_collection_modifyitems(config, items) -> None:
@@ -52,12 +51,11 @@ def _seed() -> None:
 
 @pytest.fixture(scope="session")
 def multi30k_dir() -> Path:
-    """The real Multi30k corpus, from MULTI30K_DIR; the test is skipped without it."""
-    location = os.environ.get("MULTI30K_DIR")
-    if not location or not Path(location).is_dir():
-        found = f" ({location!r} is not a directory)" if location else ""
-        pytest.skip(f"set MULTI30K_DIR to a directory holding Multi30k's {MULTI30K_FILES}{found}")
-    return Path(location)
+    """The real Multi30k corpus, from MULTI30K_DIR; its tests carry ``@run_if(multi30k=True)``."""
+    location = multi30k_location()
+    if location is None:
+        pytest.fail("a test that uses multi30k_dir must be marked @run_if(multi30k=True)")
+    return location
 
 
 @pytest.fixture(scope="session")
