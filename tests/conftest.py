@@ -117,7 +117,8 @@ def other_tokenizer_dir(tmp_path_factory, workspace) -> Path:
 def toys(tmp_path_factory) -> dict:
     """A tiny model of each norm, trained 150 Adam steps on the toy corpus (seconds each):
     {norm: ToyCheckpoint}."""
-    from tests.helpers.toy_checkpoint import train_toy_checkpoint  # imports Lightning: only when needed
+    # Imported here, not at collection: it imports Lightning.
+    from tests.helpers.toy_checkpoint import train_toy_checkpoint
 
     root = tmp_path_factory.mktemp("toys")
     return {norm: train_toy_checkpoint(root / norm, norm) for norm in NORMS}

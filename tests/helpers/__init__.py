@@ -1,7 +1,7 @@
 """What the tests share, each defined once.
 
 - ``corpus``: the toy English/German corpus and its files.
-- ``tiny_model``: ``tiny_config(**overrides)``, the one small model configuration.
+- ``tiny_model``: ``tiny_config(**overrides)``, the one small model, read from conf/model/tiny.yaml.
 - ``reverse_task``: a task a tiny model learns in seconds, and the model trained on it.
 - ``tiny_checkpoint``: a tokenizer and checkpoint in this project's format, built offline.
 - ``toy_checkpoint``: a tiny model trained for seconds on the toy corpus, as a loaded checkpoint.
