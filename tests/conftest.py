@@ -18,18 +18,21 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # for the processes tests start
 
+from tests.helpers.commands import run_train  # noqa: E402
 from tests.helpers.corpus import make_pairs, write_corpus  # noqa: E402
+from tests.helpers.marian_folder import build_marian_folder  # noqa: E402
 from tests.helpers.reverse_task import half_trained_reverse_model  # noqa: E402
-from tests.helpers.slow import unmarked_users_of_slow_fixtures  # noqa: E402
+from tests.helpers.run_if import multi30k_location  # noqa: E402
+from tests.helpers.slow import slow_fixture, unmarked_users_of_slow_fixtures  # noqa: E402
 from tests.helpers.tiny_checkpoint import (  # noqa: E402
     Workspace,
     build_workspace,
     write_other_tokenizer,
 )
-from tests.helpers.tiny_runs import tiny_run_overrides  # noqa: E402
+from tests.helpers.tiny_runs import ablation_overrides, tiny_run_overrides, without  # noqa: E402
 from transformer_nmt.data import load_tokenizer, tokenizer_identity  # noqa: E402
 
-MULTI30K_FILES = "{train,val,test_2016_flickr}.{en,de}.gz"
+NORMS = ("post", "pre")
 
 
 def pytest_collection_modifyitems(config, items) -> None:
@@ -57,12 +60,11 @@ def _seed() -> None:
 
 @pytest.fixture(scope="session")
 def multi30k_dir() -> Path:
-    """The real Multi30k corpus, from MULTI30K_DIR; the test is skipped without it."""
-    location = os.environ.get("MULTI30K_DIR")
-    if not location or not Path(location).is_dir():
-        found = f" ({location!r} is not a directory)" if location else ""
-        pytest.skip(f"set MULTI30K_DIR to a directory holding Multi30k's {MULTI30K_FILES}{found}")
-    return Path(location)
+    """The real Multi30k corpus, from MULTI30K_DIR; its tests carry ``@run_if(multi30k=True)``."""
+    location = multi30k_location()
+    if location is None:
+        pytest.fail("a test that uses multi30k_dir must be marked @run_if(multi30k=True)")
+    return location
 
 
 @pytest.fixture(scope="session")
@@ -109,3 +111,54 @@ def other_tokenizer_dir(tmp_path_factory, workspace) -> Path:
 def reverse_model():
     """A tiny model trained for a second on the reverse task (shared: do not train it)."""
     return half_trained_reverse_model()
+
+
+@slow_fixture(scope="session")
+def toys(tmp_path_factory) -> dict:
+    """A tiny model of each norm, trained 150 Adam steps on the toy corpus (seconds each):
+    {norm: ToyCheckpoint}."""
+    # Imported here, not at collection: it imports Lightning.
+    from tests.helpers.toy_checkpoint import train_toy_checkpoint
+
+    root = tmp_path_factory.mktemp("toys")
+    return {norm: train_toy_checkpoint(root / norm, norm) for norm in NORMS}
+
+
+@slow_fixture(scope="session")
+def ct2_dirs(toys, tmp_path_factory) -> dict:
+    """Each toy checkpoint exported to CTranslate2 in float32 and int8: {(norm, quantization)}."""
+    from transformer_nmt.export import export_ctranslate2
+
+    root = tmp_path_factory.mktemp("ct2")
+    return {
+        (norm, quantization): export_ctranslate2(
+            toy.checkpoint, root / f"{norm}-{quantization}", quantization
+        )
+        for norm, toy in toys.items()
+        for quantization in ("float32", "int8")
+    }
+
+
+@pytest.fixture(scope="session", params=["marian", "pegasus"])
+def marian_dir(request, tmp_path_factory):
+    """An opus-mt-like folder (SentencePiece tokenizer, pad = decoder start, swish, a logits
+    bias) of each HF model type, built offline in a second."""
+    return build_marian_folder(tmp_path_factory.mktemp(request.param) / "hf", request.param)
+
+
+@slow_fixture(scope="session")
+def tiny_sweep(tiny_overrides, tmp_path_factory) -> Path:
+    """``python train.py -m ablation=norm_warmup experiment=multi30k_base`` cut to post/pre x one
+    warmup, 8 steps, logged to W&B offline; returns the sweep directory (jobs 0 = post-norm,
+    1 = pre-norm).
+    """
+    root = tmp_path_factory.mktemp("sweep")
+    args = without(ablation_overrides(tiny_overrides), "logger=") + ["logger=wandb"]
+    sweep_dir = root / "multirun" / "norm_warmup"
+    run_train(
+        ["-m", "ablation=norm_warmup", "experiment=multi30k_base", *args]
+        + [f"hydra.sweep.dir={sweep_dir}"],
+        cwd=root,
+        env={"WANDB_MODE": "offline"},
+    )
+    return sweep_dir

@@ -5,15 +5,15 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from benchmarks.bench_gpu import training_flops
-from transformer_nmt.model import Transformer, TransformerConfig
+from tests.helpers.tiny_model import tiny_config
+from transformer_nmt.model import Transformer
 
 
 @pytest.mark.parametrize("src_len, tgt_len", [(7, 5), (4, 9)])
 def test_model_flops_are_three_forwards_of_the_matrix_products_pytorch_counts(src_len, tgt_len):
-    config = TransformerConfig(
-        src_vocab_size=50, tgt_vocab_size=60, pad_id=0, d_model=32, n_heads=4, d_k=6, d_v=10,
-        d_ff=48, n_encoder_layers=2, n_decoder_layers=3, dropout=0.0, attention="manual",
-        share_all_embeddings=False,
+    config = tiny_config(
+        src_vocab_size=50, tgt_vocab_size=60, d_k=6, d_v=10, d_ff=48, n_decoder_layers=3,
+        dropout=0.0, attention="manual",
     )  # fmt: skip
     model = Transformer(config).eval()
     batch = 3

@@ -8,14 +8,12 @@ reference implementation agrees with ours on logits, greedy search and beam sear
 import pytest
 import torch
 
-pytest.importorskip("transformers")
-
-from benchmarks.competitors import (  # noqa: E402
+from benchmarks.competitors import (
     TorchTransformerNMT,
     build_marian,
     copy_into_marian,
 )
-from tests.helpers.reverse_task import (  # noqa: E402
+from tests.helpers.reverse_task import (
     BOS,
     EOS,
     PAD,
@@ -24,8 +22,8 @@ from tests.helpers.reverse_task import (  # noqa: E402
     reverse_task_config,
     reverse_task_sources,
 )
-from transformer_nmt.decoding import beam_search, greedy_search  # noqa: E402
-from transformer_nmt.model import Transformer  # noqa: E402
+from transformer_nmt.decoding import beam_search, greedy_search
+from transformer_nmt.model import Transformer
 
 
 def marian_with_weights_of(ours: Transformer):

@@ -9,11 +9,12 @@ import unicodedata
 import numpy as np
 import pytest
 
+from tests.helpers.run_if import run_if
 from tests.helpers.vocabulary import words_fused_with_punctuation
 from transformer_nmt.data import TokenBucketBatchSampler, padding_fraction
 from transformer_nmt.data.encoding import encode_texts
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, run_if(multi30k=True)]
 
 
 def test_line_counts(multi30k_dm):

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests.helpers.corpus import make_pairs, write_lines
+from tests.helpers.run_if import run_if
 from transformer_nmt.atomic import is_complete
 from transformer_nmt.data import DataError, TranslationDataModule, multi30k
 
@@ -124,6 +125,7 @@ def test_unknown_multi30k_split_lists_the_real_ones():
     assert "test_2017_mscoco" in str(error.value)
 
 
+@run_if(multi30k=True)
 def test_pinned_sums_and_line_counts_match_the_real_files(multi30k_dir):
     present = [name for name in multi30k.file_names() if (multi30k_dir / name).is_file()]
     assert present, f"no Multi30k file in {multi30k_dir}"

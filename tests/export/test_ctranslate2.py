@@ -6,6 +6,7 @@ import json
 import pytest
 import torch
 
+from tests.helpers.run_if import run_if
 from tests.helpers.tiny_model import tiny_config
 from tests.helpers.toy_checkpoint import train_toy_checkpoint
 from transformer_nmt.decoding import SearchOptions, translate_token_ids
@@ -14,7 +15,7 @@ from transformer_nmt.export.ctranslate2 import check_ctranslate2_compatible
 from transformer_nmt.export.verification import our_logits
 
 NORMS = ("post", "pre")
-pytest.importorskip("ctranslate2")
+pytestmark = run_if(package="ctranslate2")
 
 
 def ct2(directory, **options):

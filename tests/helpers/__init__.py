@@ -1,7 +1,7 @@
 """What the tests share, each defined once.
 
 - ``corpus``: the toy English/German corpus and its files.
-- ``tiny_model``: ``tiny_config(**overrides)``, the one small model configuration.
+- ``tiny_model``: ``tiny_config(**overrides)``, the one small model, read from conf/model/tiny.yaml.
 - ``reverse_task``: a task a tiny model learns in seconds, and the model trained on it.
 - ``tiny_checkpoint``: a tokenizer and checkpoint in this project's format, built offline.
 - ``toy_checkpoint``: a tiny model trained for seconds on the toy corpus, as a loaded checkpoint.
@@ -11,6 +11,7 @@
 - ``hydra_config``: ``conf/`` composed as ``train.py`` composes it.
 - ``tiny_runs``: the overrides that shrink a ``train.py`` run to seconds, and its logged metrics.
 - ``wandb_records``: an offline W&B run's name, group and config, read from its files.
+- ``run_if``: ``@run_if(...)``, the one way a test skips: GPU, optional package, Linux, Multi30k.
 - ``slow``: fixtures that train or start processes, and the check that their tests are slow.
 """
 

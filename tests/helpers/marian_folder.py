@@ -12,20 +12,22 @@ from pathlib import Path
 import torch
 
 from .corpus import make_pairs
+from .tiny_model import tiny_config
 
 MARIAN_LANGUAGES = ("en", "de")
-# The model's shape: two layers per stack of width 32, four heads, as tiny_config; opus-mt's swish.
+TINY = tiny_config()
+# The tiny model's shape, in Marian's names; opus-mt's swish.
 SMALL_MARIAN = dict(
-    d_model=32,
-    encoder_layers=2,
-    decoder_layers=2,
-    encoder_attention_heads=4,
-    decoder_attention_heads=4,
-    encoder_ffn_dim=64,
-    decoder_ffn_dim=64,
+    d_model=TINY.d_model,
+    encoder_layers=TINY.n_encoder_layers,
+    decoder_layers=TINY.n_decoder_layers,
+    encoder_attention_heads=TINY.n_heads,
+    decoder_attention_heads=TINY.n_heads,
+    encoder_ffn_dim=TINY.d_ff,
+    decoder_ffn_dim=TINY.d_ff,
     activation_function="swish",
     scale_embedding=True,
-    max_position_embeddings=64,
+    max_position_embeddings=TINY.max_len,
 )
 
 

@@ -2,6 +2,7 @@ import pytest
 import torch
 from torch import nn
 
+from tests.helpers.run_if import run_if
 from transformer_nmt.model import MultiHeadAttention, scaled_dot_product_attention
 from transformer_nmt.model.masks import causal_mask, decoder_self_attention_mask, padding_mask
 
@@ -93,7 +94,7 @@ def test_captured_weights_are_distributions_over_real_keys():
     assert mha.weights[..., 2].abs().max() == 0
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@run_if(min_gpus=1)
 def test_fused_attention_on_a_gpu_avoids_cudnn_and_equals_the_written_out_maths():
     from torch.profiler import ProfilerActivity, profile
 

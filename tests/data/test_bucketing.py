@@ -12,6 +12,7 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 
+from tests.helpers.run_if import run_if
 from transformer_nmt.data import ResumableDataLoader, TokenBucketBatchSampler, padding_fraction
 from transformer_nmt.data.bucketing import SharingDataLoader
 
@@ -273,7 +274,7 @@ print(lengths.nbytes / 2**20, anonymous_mib() - before)
 
 
 @pytest.mark.slow  # starts a Python process
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc and /proc are Linux's")
+@run_if(linux=True)
 def test_an_epoch_keeps_its_batches_not_the_temporaries_of_sorting_them():
     out = subprocess.run(
         [sys.executable, "-c", EPOCH_MEMORY_PROBE], capture_output=True, text=True, check=True

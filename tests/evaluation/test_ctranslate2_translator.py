@@ -3,9 +3,10 @@ length limit gives, decoding again only the sentences whose search reached their
 
 import pytest
 
+from tests.helpers.run_if import run_if
 from transformer_nmt.decoding import SearchOptions
 
-pytest.importorskip("ctranslate2")
+pytestmark = run_if(package="ctranslate2")
 
 
 def translator(directory, **options):

@@ -6,9 +6,11 @@ import json
 import pytest
 
 from tests.helpers.commands import run_script, run_train
+from tests.helpers.run_if import run_if
 
 
 @pytest.mark.slow  # trains a tiny model on Multi30k (under a minute)
+@run_if(multi30k=True)
 def test_the_quick_start_trains_scores_and_translates(multi30k_dir, tmp_path):
     env = {"TRANSFORMER_NMT_CACHE": str(tmp_path / "cache")}  # a first run: the BPE too
     run_dir = tmp_path / "smoke"

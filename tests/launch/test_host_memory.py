@@ -5,6 +5,8 @@ import sys
 
 import pytest
 
+from tests.helpers.run_if import run_if
+
 # Resident size (MiB) after allocating, touching and freeing a 256 MiB tensor, minus before.
 PROBE = """
 import sys, torch
@@ -28,7 +30,7 @@ def _kept_mib(mode: str) -> tuple[str, float]:
 
 
 @pytest.mark.slow  # starts two Python processes that import torch
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc and /proc are Linux's")
+@run_if(linux=True)
 def test_freed_memory_is_kept_only_when_tuned():
     tuned, kept_tuned = _kept_mib("tuned")
     _, kept_default = _kept_mib("default")

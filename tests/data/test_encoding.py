@@ -2,7 +2,6 @@
 
 import gzip
 import logging
-import os
 import pickle
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import pytest
 import torch
 
 from tests.helpers.corpus import EMPTY_PAIR_INDEX, LONG_PAIR_INDEX, write_lines
+from tests.helpers.run_if import run_if
 from transformer_nmt.data import DataError, encoding
 from transformer_nmt.data.bucketing import TokenBucketBatchSampler
 from transformer_nmt.data.encoding import encode_texts
@@ -224,7 +224,7 @@ def _mapped_kib(path) -> int:
     return total
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="reads Linux's /proc/self/smaps")
+@run_if(linux=True)
 def test_reading_a_batch_leaves_none_of_the_cached_files_mapped(tmp_path):
     """The kernel maps the cached pages around each read too, so a worker reading random
     sentences would map ever more of a large corpus; each batch unmaps what it read."""

@@ -1,0 +1,53 @@
+"""``@run_if(...)``: skip a test, saying what is missing, unless the machine has what it needs.
+
+    @run_if(min_gpus=1)                 # a CUDA GPU
+    @run_if(package="ctranslate2")      # an optional dependency (pyproject's extras)
+    @run_if(linux=True)                 # /proc and glibc
+    @run_if(multi30k=True)              # the real Multi30k corpus in MULTI30K_DIR
+
+It is ``pytest.mark.skipif``, so it also marks a whole module: ``pytestmark = run_if(...)``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+MULTI30K_FILES = "{train,val,test_2016_flickr}.{en,de}.gz"
+
+
+def multi30k_location() -> Path | None:
+    """The directory MULTI30K_DIR names, or None when it is unset or not a directory."""
+    location = os.environ.get("MULTI30K_DIR")
+    return Path(location) if location and Path(location).is_dir() else None
+
+
+def _missing_multi30k() -> str:
+    location = os.environ.get("MULTI30K_DIR")
+    found = f" ({location!r} is not a directory)" if location else ""
+    return f"set MULTI30K_DIR to a directory holding Multi30k's {MULTI30K_FILES}{found}"
+
+
+def run_if(
+    *,
+    min_gpus: int = 0,
+    package: str | None = None,
+    linux: bool = False,
+    multi30k: bool = False,
+) -> pytest.MarkDecorator:
+    """A ``skipif`` mark whose reason names every requirement this machine lacks."""
+    missing = []
+    if min_gpus and torch.cuda.device_count() < min_gpus:
+        missing.append(f"needs {min_gpus} CUDA GPU(s), PyTorch sees {torch.cuda.device_count()}")
+    if package and importlib.util.find_spec(package) is None:
+        missing.append(f"needs the optional package {package} (pip install -e '.[dev]')")
+    if linux and not sys.platform.startswith("linux"):
+        missing.append("needs Linux (/proc, glibc)")
+    if multi30k and multi30k_location() is None:
+        missing.append(_missing_multi30k())
+    return pytest.mark.skipif(bool(missing), reason="; ".join(missing))
