@@ -264,7 +264,7 @@ def main() -> None:
     for name, (ms, tokens_per_s, flops_per_s, peak_gib) in results.items():
         mfu = f"**{flops_per_s / peak:.1%}**" if peak else "–"
         rows.append(
-            [name, f"{ms:.1f}", f"{tokens_per_s:,.0f}", f"{flops_per_s / 1e12:.1f}", mfu, peak_gib]
+            [name, f"{ms:.1f}", f"{tokens_per_s:,.0f}", f"{flops_per_s / 1e12:.3g}", mfu, peak_gib]
         )
     sentences = np.mean([len(b["src_lengths"]) for b in batches])
     print_table(
