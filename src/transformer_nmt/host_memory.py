@@ -1,12 +1,12 @@
-"""Keep freed host memory in glibc's heap: +15 % training tokens/s on a CPU.
+"""Keep freed host memory in glibc's heap: faster training on a CPU.
 
 By default glibc serves every allocation over 32 MiB with a fresh ``mmap`` and returns it to
 the kernel when freed. A training step makes several such tensors (the logits [N, V], their
 log-probabilities and gradients: 65 MB each at N = 2048, V = 8000), and each pays a page fault
-per 4 KiB page on first touch — about 20 ms per tensor on a 2-core VM. Raising the mmap and
+per 4 KiB page on first touch. Raising the mmap and
 trim thresholds (what ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_`` do at start-up)
-lets those pages be reused; the price is that the resident size stays at its peak. Measured in
-docs/benchmarks.md: 15–16 % more tokens/s for our model, HF Marian and nn.Transformer alike.
+lets those pages be reused; the price is that the resident size stays at its peak. What it
+gains: docs/benchmarks.md, "Training step".
 """
 
 from __future__ import annotations

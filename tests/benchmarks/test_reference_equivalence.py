@@ -1,6 +1,6 @@
 """Our Transformer computes the same function as HF Marian given the same weights.
 
-This checks the benchmarks' premise (``benchmarks/competitors.py`` builds Marian to our shape
+This checks the benchmarks' premise (``benchmarks/workload.py`` builds Marian to our shape
 and copies our weights into it), and is an independent check of the model itself: a
 reference implementation agrees with ours on logits, greedy search and beam search.
 """
@@ -8,7 +8,7 @@ reference implementation agrees with ours on logits, greedy search and beam sear
 import pytest
 import torch
 
-from benchmarks.competitors import (
+from benchmarks.workload import (
     TorchTransformerNMT,
     build_marian,
     copy_into_marian,

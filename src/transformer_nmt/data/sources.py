@@ -333,7 +333,7 @@ def open_files_split(
 class FilesSplit(ParallelSplit):
     """A split of local WMT16-schema files. Its fingerprint is the files' paths, sizes and
     modification times (what ``datasets`` keys local files by), so a run whose cache is built
-    never loads ``datasets``, its arrow copy of the corpus or their memory (~55 MiB per rank)."""
+    never loads ``datasets``, its arrow copy of the corpus or their memory."""
 
     paths: tuple[Path, ...]
     name: str  # the data_files entry

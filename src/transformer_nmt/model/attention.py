@@ -12,8 +12,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 # The kernels F.scaled_dot_product_attention may choose on a GPU: every one but cuDNN's. cuDNN's
 # builds a plan for each new (batch, length) shape, and token-bucket batches and decoding steps
-# bring a new shape almost every call: on an H100 it made train.py's step 4x slower than the
-# memory-efficient kernel (docs/benchmarks.md, section 9).
+# bring a new shape almost every call: on a GPU it makes train.py's step several times slower
+# than the memory-efficient kernel (docs/benchmarks.md, "The GPU step").
 GPU_SDPA_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 

@@ -37,9 +37,8 @@ from torch.autograd.function import FunctionCtx
 
 from transformer_nmt.training.loss import TokenLosses, check_label_smoothing
 
-# Tokens per chunk. On a 2-core CPU the time is flat from 256 to 4096 rows except that
-# V = 37000 wants >= 512 (docs/benchmarks.md); a [1024, V] float32 block is 32 MiB at V = 8000
-# and 145 MiB at V = 37000.
+# Tokens per chunk (docs/benchmarks.md, "The loss"): a [1024, V] float32 block is 32 MiB at
+# V = 8000 and 145 MiB at V = 37000.
 DEFAULT_CHUNK_SIZE = 1024
 
 
