@@ -138,6 +138,7 @@ def test_text_translations_equal_our_translators(norm, toys, ct2_dirs):
         dict(d_k=16, d_v=16),
         dict(share_all_embeddings=False, tie_embeddings=False, activation="swish"),
         dict(output_bias=True, activation="swish"),
+        dict(norm_layer="rmsnorm"),
     ],
 )
 def test_shapes_hf_cannot_hold_decode_as_ours(overrides, tmp_path):

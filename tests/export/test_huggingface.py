@@ -279,6 +279,7 @@ def test_a_failing_export_leaves_nothing_and_an_existing_folder_needs_overwrite(
         ("post", dict(d_k=4), ["d_k=4, d_v=8"]),
         ("pre", dict(src_vocab_size=23), ["src_vocab_size=23", "share_all_embeddings=False"]),
         ("post", dict(positional="learned", d_k=8, d_v=4), ["positional=", "d_k=8, d_v=4"]),
+        ("post", dict(norm_layer="rmsnorm"), ["norm_layer='rmsnorm'"]),
     ],
 )
 def test_a_shape_hf_cannot_hold_is_one_error_naming_each_field(norm, overrides, fields):

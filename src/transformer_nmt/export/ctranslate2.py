@@ -77,6 +77,7 @@ def ctranslate2_spec(model: Transformer, tokens: list[str], bos_id: int, eos_id:
     activation = {"relu": common_spec.Activation.RELU, "swish": common_spec.Activation.SWISH}
     options = dict(
         pre_norm=config.norm == "pre",
+        rms_norm=config.norm_layer == "rmsnorm",
         activation=activation[config.activation],
         head_dim=None if config.d_k * config.n_heads == config.d_model else config.d_k,
     )
@@ -206,8 +207,11 @@ def _set_linear(spec, *linears: nn.Linear) -> None:
     spec.bias = np.concatenate([_array(linear.bias) for linear in linears])
 
 
-def _set_layer_norm(spec, norm: nn.LayerNorm) -> None:
-    spec.gamma, spec.beta = _array(norm.weight), _array(norm.bias)
+def _set_layer_norm(spec, norm: nn.Module) -> None:
+    """LayerNorm's gain and bias, or RMSNorm's gain (it has no bias)."""
+    spec.gamma = _array(norm.weight)
+    if getattr(norm, "bias", None) is not None:
+        spec.beta = _array(norm.bias)
 
 
 def _set_attention(spec, attention, norm: nn.LayerNorm, *, fused_qkv: bool) -> None:

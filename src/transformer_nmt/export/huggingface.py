@@ -52,6 +52,10 @@ def check_huggingface_compatible(config: TransformerConfig) -> None:
         problems.append(
             f"positional={config.positional!r} (Marian and Pegasus have fixed sinusoids only)"
         )
+    if config.norm_layer != "layernorm":
+        problems.append(
+            f"norm_layer={config.norm_layer!r} (Marian and Pegasus have LayerNorm only)"
+        )
     if config.d_k * config.n_heads != config.d_model or config.d_v != config.d_k:
         problems.append(
             f"d_k={config.d_k}, d_v={config.d_v} (HF attention has d_k = d_v = d_model / n_heads "
