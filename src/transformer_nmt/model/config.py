@@ -31,10 +31,7 @@ class TransformerConfig:
     projection. Fields left None are filled on construction: ``d_k`` and ``d_v`` become
     d_model / h, ``n_encoder_layers`` and ``n_decoder_layers`` become ``n_layers``.
 
-    With a 37,000-type joint vocabulary the base model has 63,082,496 parameters; Table 3 says
-    65M. The layers agree with the paper; the gap is embedding-sized (~3,750 rows × d_model in
-    every Table 3 row), so the paper's "about 37000" types were nearer 40,700
-    (``tests/model/test_parameter_counts.py``).
+    Its parameter count against Table 3's: docs/design.md, "Map of the code".
     """
 
     src_vocab_size: int  # from the tokenizer
