@@ -1,13 +1,10 @@
 """Each CPU benchmark script runs with its smallest settings and prints its one table with the
 rows it promises."""
 
-import os
-
 import pytest
 
 from tests.helpers.commands import run_script
-
-NEEDS_MULTI30K = pytest.mark.skipif(not os.environ.get("MULTI30K_DIR"), reason="MULTI30K_DIR unset")
+from tests.helpers.run_if import run_if
 
 
 def table(stdout: str) -> list[list[str]]:
@@ -51,7 +48,7 @@ def test_gpu_script_runs_its_step_on_the_cpu():
 
 
 @pytest.mark.slow
-@NEEDS_MULTI30K
+@run_if(multi30k=True)
 def test_loop_compares_train_py_with_the_bare_step():
     rows = {row[0]: row for row in run_benchmark("bench_loop.py")}
     assert list(rows) == ["bare step", "train.py"]
@@ -60,7 +57,7 @@ def test_loop_compares_train_py_with_the_bare_step():
 
 
 @pytest.mark.slow
-@NEEDS_MULTI30K
+@run_if(multi30k=True)
 def test_decoding_times_every_engine_and_ct2_float32_greedy_equals_ours(tmp_path):
     rows = {row[0]: row for row in run_benchmark("bench_decoding.py", "--work-dir", str(tmp_path))}
     searches = ["greedy, 1", "greedy, 64", "beam 4, 1", "beam 4, 64"]
