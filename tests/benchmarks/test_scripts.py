@@ -59,12 +59,13 @@ def test_loop_compares_train_py_with_the_bare_step():
 @pytest.mark.slow
 @run_if(multi30k=True)
 def test_decoding_times_every_engine_and_ct2_float32_greedy_equals_ours(tmp_path):
-    rows = {row[0]: row for row in run_benchmark("bench_decoding.py", "--work-dir", str(tmp_path))}
-    searches = ["greedy, 1", "greedy, 64", "beam 4, 1", "beam 4, 64"]
+    options = ["--beams", "1", "--work-dir", str(tmp_path)]  # greedy, at batch 1 and 64
+    rows = {row[0]: row for row in run_benchmark("bench_decoding.py", *options)}
+    searches = ["greedy, 1", "greedy, 64"]
     assert list(rows) == [*searches, "process start (empty input)"]
     for search in searches:
         assert all(float(cell.replace(",", "")) > 0 for cell in rows[search][1:8])
-    for greedy in searches[:2]:
+    for greedy in searches:
         ct2_same = rows[greedy][-1].split(" · ")[1]
         assert ct2_same == "16 of 16"  # CTranslate2 float32 decodes our greedy outputs
 
