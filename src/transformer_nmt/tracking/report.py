@@ -52,11 +52,7 @@ class Run:
         return None if value is None or not math.isfinite(value) else float(value)
 
     def model_value(self, key: str):
-        model = (self.summary or {}).get("model", {})
-        if key in ("d_k", "d_v") and model and model.get(key) is None:
-            # older summaries hold one d_head (= d_k = d_v)
-            return model.get("d_head") or model["d_model"] // model["n_heads"]
-        return model.get(key)
+        return (self.summary or {}).get("model", {}).get(key)
 
 
 def load_sweep(sweep_dir: Path) -> list[Run]:
