@@ -26,6 +26,15 @@ def test_rmsnorm_gives_unit_rms_per_position_times_its_gain():
     assert not torch.allclose(y, F.layer_norm(x, (16,), norm.weight), atol=1e-2)  # kept the mean
 
 
+def test_rmsnorm_returns_its_inputs_dtype_as_layernorm_does():
+    x = torch.randn(2, 3, 16, dtype=torch.bfloat16)
+    for norm in (RMSNorm(16), nn.LayerNorm(16)):
+        assert norm.to(torch.bfloat16)(x).dtype == torch.bfloat16
+    torch.testing.assert_close(
+        RMSNorm(16)(x).float(), F.rms_norm(x.float(), (16,)).bfloat16().float()
+    )
+
+
 @pytest.mark.parametrize("norm", ["post", "pre"])
 def test_an_rmsnorm_model_has_no_layernorm_and_every_weight_learns(norm):
     torch.manual_seed(0)

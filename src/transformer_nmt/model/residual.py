@@ -21,8 +21,9 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(d_model))  # the gain g
 
     def forward(self, x: Tensor) -> Tensor:
-        x = x.float()  # in float32, as autocast runs LayerNorm
-        return self.weight * x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+        y = x.float()  # in float32, as autocast runs LayerNorm; returned in x's dtype
+        y = self.weight * y / torch.sqrt(y.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+        return y.type_as(x)
 
 
 def norm_layer(config: TransformerConfig) -> nn.Module:
