@@ -54,8 +54,8 @@ def check_label_smoothing(epsilon: float) -> None:
 
 
 class NonFiniteLossError(FloatingPointError):
-    """The training loss or its gradient became NaN or infinite; the run stops before the
-    optimizer applies it, instead of training a NaN model."""
+    """The training loss or its gradient became NaN or infinite; the optimizer skips that update
+    and the run stops, instead of training a NaN model."""
 
 
 def check_finite_update(step: int, loss: float, grad_norm: float) -> None:
@@ -69,8 +69,8 @@ def check_finite_update(step: int, loss: float, grad_norm: float) -> None:
         return
     what = "training loss" if not math.isfinite(loss) else "gradient"
     raise NonFiniteLossError(
-        f"{what} not finite at step {step} (loss {loss}, gradient norm {grad_norm}): stopping "
-        f"before the optimizer applies it, so the weights of step {step - 1} are intact. Lower "
+        f"{what} not finite at step {step} (loss {loss}, gradient norm {grad_norm}): the "
+        f"optimizer did not apply that update, so the weights are finite; training stops. Lower "
         f"the learning rate (scheduler.factor / scheduler.peak_lr) or raise scheduler.warmup, "
         f"keep trainer.gradient_clip_val set, prefer trainer.precision=bf16-mixed to 16-mixed, "
         f"then resume from the last good checkpoint with "

@@ -13,10 +13,15 @@ from transformer_nmt.checkpoint import embed_tokenizer_files
 from transformer_nmt.data import tokenizer_files
 from transformer_nmt.model import Transformer, TransformerConfig
 from transformer_nmt.training.fused_loss import fused_loss
-from transformer_nmt.training.loss import TokenLosses, check_finite_update, label_smoothed_loss
+from transformer_nmt.training.loss import TokenLosses, label_smoothed_loss
 from transformer_nmt.training.optimizer import AdamConfig, build_adam
 from transformer_nmt.training.schedules import StepSchedule, build_scheduler
-from transformer_nmt.training.update import StepTotals, TokenMeanUpdate, apply_update_scale
+from transformer_nmt.training.update import (
+    NonFiniteSteps,
+    StepTotals,
+    TokenMeanUpdate,
+    apply_update_scale,
+)
 
 
 class TranslationModule(pl.LightningModule):
@@ -67,13 +72,16 @@ class TranslationModule(pl.LightningModule):
         # Noam's d_model is the model's, whatever the scheduler config says
         self.schedule = StepSchedule(**{**(scheduler or {}), "d_model": self.model.config.d_model})
         # A compiled *function*, not a registered module: parameter names stay ``model.*``. The
-        # fused loss takes the decoder's output, not the logits, and always runs eagerly.
+        # model and the loss compile together, with dynamic batch and length dimensions: a few
+        # graphs, none recompiled for a new batch shape. ``fused_loss``'s chunk loop stays eager.
         self._fused_loss = fused_loss and self.model.output_projection.bias is None
-        forward = self.model.forward_hidden if self._fused_loss else self.model.forward
-        self._forward = torch.compile(forward) if compile else forward
+        self._step_losses = (
+            torch.compile(self._compute_losses, dynamic=True) if compile else self._compute_losses
+        )
         self._update = TokenMeanUpdate()
         self._step_totals: StepTotals | None = None
-        self.tokens_trained = 0  # target tokens of every optimizer step so far, all ranks
+        self._non_finite = NonFiniteSteps()
+        self._tokens_trained: torch.Tensor | int = 0  # on the device once training started
         self.eval_loss = MeanMetric()  # validation or test, whichever runs
         self.eval_nll = MeanMetric()
         self.last_validated_step: int | None = None  # global step of the last real validation
@@ -85,13 +93,22 @@ class TranslationModule(pl.LightningModule):
             self._tokenizer_files = tokenizer_files(self.hparams.tokenizer_dir) or {}
         embed_tokenizer_files(checkpoint, self._tokenizer_files)
 
+    @property
+    def tokens_trained(self) -> int:
+        """Target tokens of every optimizer step so far, all ranks (a host read)."""
+        return int(self._tokens_trained)
+
     def _losses(self, batch: dict) -> TokenLosses:
-        outputs = self._forward(batch["src_ids"], batch["tgt_in_ids"])
-        labels, pad_id, epsilon = batch["labels"], self.hparams.pad_id, self.hparams.label_smoothing
-        if self._fused_loss:  # outputs: the decoder's [B, T, d_model]
+        return self._step_losses(batch["src_ids"], batch["tgt_in_ids"], batch["labels"])
+
+    def _compute_losses(self, src_ids, tgt_in_ids, labels) -> TokenLosses:
+        pad_id, epsilon = self.hparams.pad_id, self.hparams.label_smoothing
+        if self._fused_loss:
+            hidden = self.model.forward_hidden(src_ids, tgt_in_ids)  # [B, T, d_model]
             weight = self.model.output_projection.weight  # the Parameter: tied gradients add up
-            return fused_loss(outputs, weight, labels, pad_id, epsilon)
-        return label_smoothed_loss(outputs, labels, pad_id, epsilon)  # outputs: logits
+            return fused_loss(hidden, weight, labels, pad_id, epsilon)
+        logits = self.model(src_ids, tgt_in_ids)  # [B, T, V]
+        return label_smoothed_loss(logits, labels, pad_id, epsilon)
 
     def on_train_start(self) -> None:
         self._update.reset()
@@ -103,26 +120,34 @@ class TranslationModule(pl.LightningModule):
         return losses.loss_sum
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        """The step's token-weighted loss and gradient norm (one all-reduce, one host sync per
-        optimizer step); stop before a non-finite update; log on logging steps only."""
+        """The step's token-weighted loss and gradient norm (one all-reduce), its non-finite
+        guard, decided on the device; the host reads them only on logging steps."""
         trainer = self.trainer
         totals = self._update.finish(
             self._gradients(),
             reduce_sum=lambda sums: trainer.strategy.reduce(sums, reduce_op="sum"),
             backward_divisor=trainer.accumulate_grad_batches * trainer.world_size,
         )
-        means = totals.means()
         step = self.global_step + 1  # the step about to be taken
         # fp16 with a GradScaler: an overflowing gradient is routine, the scaler skips that step
-        scaler_skips_overflow = getattr(trainer.precision_plugin, "scaler", None) is not None
-        check_finite_update(step, means.loss, 0.0 if scaler_skips_overflow else means.grad_norm)
+        scaler = getattr(trainer.precision_plugin, "scaler", None)
+        found_inf = self._non_finite.note(step, totals, check_gradient=scaler is None)
+        if scaler is None and _skips_on_found_inf(optimizer):
+            optimizer.found_inf = found_inf  # read by the optimizer's step, as GradScaler's
+        else:
+            self._non_finite.check()  # this optimizer cannot skip a step: decide now
         self._step_totals = totals
-        self.tokens_trained += means.tokens
+        self._tokens_trained = self._tokens_trained + totals.tokens.double()
         if trainer.log_every_n_steps > 0 and step % trainer.log_every_n_steps == 0:
+            self._non_finite.check()
+            means = totals.means()
             self.log("train/loss", means.loss, prog_bar=True, batch_size=1)
             self.log("train/nll", means.nll, batch_size=1)
             self.log("train/grad_norm", means.grad_norm, batch_size=1)
             self.log("lr", optimizer.param_groups[0]["lr"], prog_bar=True, batch_size=1)
+
+    def on_train_end(self) -> None:
+        self._non_finite.check()
 
     def configure_gradient_clipping(
         self,
@@ -179,3 +204,10 @@ class TranslationModule(pl.LightningModule):
             "optimizer": optimizer,
             "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1},
         }
+
+
+def _skips_on_found_inf(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether ``optimizer.step`` skips the update where ``optimizer.found_inf`` is 1 (torch's
+    fused optimizers; their ``_step_supports_amp_scaling`` is how GradScaler tells)."""
+    optimizer = getattr(optimizer, "optimizer", optimizer)  # Lightning's wrapper
+    return getattr(optimizer, "_step_supports_amp_scaling", False)

@@ -10,6 +10,10 @@ the token-weighted mean, whatever the micro-batches' token counts. Its norm is t
 times ``scale`` (computed once, also for clipping), and it is the same on every rank, as is the
 all-reduced loss, so every rank takes the same decision on a non-finite update without another
 collective.
+
+That decision is taken on the device (:class:`NonFiniteSteps`): an optimizer that takes a
+``found_inf`` flag (fused Adam, as ``GradScaler`` drives it) skips the step there, and the host
+reads the step's numbers only on logging steps, so a step never waits for the device.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import torch
 from torch import Tensor
 
 from transformer_nmt.private_api import multiply_tensors_
-from transformer_nmt.training.loss import TokenLosses
+from transformer_nmt.training.loss import TokenLosses, check_finite_update
 
 CLIP_EPSILON = 1e-6  # as torch.nn.utils.clip_grad_norm_
 
@@ -105,3 +109,35 @@ def apply_update_scale(
     if clip_val and clip_algorithm == "value":
         for gradient in gradients:
             gradient.clamp_(-clip_val, clip_val)
+
+
+class NonFiniteSteps:
+    """Notes, on the device, the first optimizer step whose loss or gradient norm is NaN or
+    infinite; :meth:`check` reads the note on the host and raises ``NonFiniteLossError``.
+
+    :meth:`note` returns the step's ``found_inf`` flag (1.0: skip it). An optimizer that honours
+    it (fused Adam) skips the update on the device, so the host need not look at every step:
+    :meth:`check` on logging steps and at the end of training suffices. Otherwise call
+    :meth:`check` after every :meth:`note`, before the optimizer steps.
+    """
+
+    def __init__(self) -> None:
+        self._first: Tensor | None = None  # [noted, step, loss, grad_norm] of the first, float64
+
+    def note(self, step: int, totals: StepTotals, check_gradient: bool = True) -> Tensor:
+        loss = totals.loss_sum / totals.tokens.clamp(min=1.0)
+        grad_norm = totals.grad_norm if check_gradient else torch.zeros_like(loss)
+        bad = ~(loss.isfinite() & grad_norm.isfinite())
+        record = torch.stack([bad, torch.full_like(loss, step), loss, grad_norm]).double()
+        if self._first is None:
+            self._first = torch.zeros_like(record)
+        self._first = torch.where(bad & (self._first[0] == 0), record, self._first)
+        return bad.float()
+
+    def check(self) -> None:
+        """Raise ``NonFiniteLossError`` naming the first non-finite step, if any (a host read)."""
+        if self._first is None:
+            return
+        noted, step, loss, grad_norm = self._first.tolist()
+        if noted:
+            check_finite_update(int(step), loss, grad_norm)
