@@ -85,6 +85,14 @@ def multiply_tensors_(tensors: list[Any], factor: Any) -> None:
         torch._foreach_mul_(tensors, factor)
 
 
+def compiled_graphs() -> int:
+    """Graphs ``torch.compile`` has compiled in this process so far (Dynamo's
+    ``torch._dynamo.utils.counters["stats"]["unique_graphs"]``)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
 # -- datasets ------------------------------------------------------------------------------------
 
 

@@ -246,7 +246,7 @@ def test_a_model_with_an_output_bias_trains_on_the_loss_with_its_bias():
     asked_fused.load_state_dict(plain_module.state_dict())
     losses = []
     for module in (plain_module, asked_fused):
-        loss = module._losses(batch).loss_sum
+        loss = module.batch_losses(batch).loss_sum
         loss.backward()
         losses.append(loss.detach())
     torch.testing.assert_close(losses[1], losses[0])

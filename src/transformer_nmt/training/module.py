@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
@@ -12,6 +13,7 @@ from torchmetrics import MeanMetric
 from transformer_nmt.checkpoint import embed_tokenizer_files
 from transformer_nmt.data import tokenizer_files
 from transformer_nmt.model import Transformer, TransformerConfig
+from transformer_nmt.private_api import compiled_graphs
 from transformer_nmt.training.fused_loss import fused_loss
 from transformer_nmt.training.loss import TokenLosses, label_smoothed_loss
 from transformer_nmt.training.optimizer import AdamConfig, build_adam
@@ -23,6 +25,8 @@ from transformer_nmt.training.update import (
     apply_update_scale,
 )
 
+log = logging.getLogger(__name__)
+
 
 class TranslationModule(pl.LightningModule):
     """Wires :class:`Transformer` to the Lightning loop.
@@ -31,17 +35,18 @@ class TranslationModule(pl.LightningModule):
     arguments are saved as hyper-parameters, so a checkpoint alone rebuilds the model
     (``model_config``) and names its tokenizer (``tokenizer_dir``, ``tokenizer_identity``) and
     special ids: a plain ``torch.load`` reader finds them in ``ckpt["hyper_parameters"]`` and the
-    model's weights under ``model.`` in ``ckpt["state_dict"]``. ``compile=True`` compiles the
-    forward only, so the weights keep their names.
+    model's weights under ``model.`` in ``ckpt["state_dict"]``. ``compile=True`` compiles a
+    function (model and loss), not the module, so the weights keep their names.
 
     Each optimizer step descends the label-smoothed loss per target token of the whole step: all
     accumulated micro-batches and all ranks, each token weighing the same (``update.py``), and
-    the step stops with :class:`~transformer_nmt.training.loss.NonFiniteLossError` before the
-    optimizer applies a NaN or infinite loss or gradient. ``fused_loss`` computes the
-    pre-softmax linear and the loss together, a chunk of tokens at a time, without
-    [tokens, vocabulary] tensors (``fused_loss.py``; the same values and gradients). It has no
-    bias term, so a model whose pre-softmax linear has one (``output_bias``, e.g. a model
-    imported from Marian) takes the plain path whatever ``fused_loss`` says.
+    an update whose loss or gradient is NaN or infinite is never applied: the run stops with
+    :class:`~transformer_nmt.training.loss.NonFiniteLossError` (``update.NonFiniteSteps``).
+    ``fused_loss`` computes the pre-softmax linear and the loss together, a chunk of tokens at a
+    time, without [tokens, vocabulary] tensors (``fused_loss.py``; the same values and
+    gradients). It has no bias term, so a model whose pre-softmax linear has one
+    (``output_bias``, e.g. a model imported from Marian) takes the plain path whatever
+    ``fused_loss`` says.
     """
 
     def __init__(
@@ -98,7 +103,8 @@ class TranslationModule(pl.LightningModule):
         """Target tokens of every optimizer step so far, all ranks (a host read)."""
         return int(self._tokens_trained)
 
-    def _losses(self, batch: dict) -> TokenLosses:
+    def batch_losses(self, batch: dict) -> TokenLosses:
+        """The batch's loss sums; with ``compile=True``, through the compiled function."""
         return self._step_losses(batch["src_ids"], batch["tgt_in_ids"], batch["labels"])
 
     def _compute_losses(self, src_ids, tgt_in_ids, labels) -> TokenLosses:
@@ -114,7 +120,7 @@ class TranslationModule(pl.LightningModule):
         self._update.reset()
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
-        losses = self._losses(batch)
+        losses = self.batch_losses(batch)
         self._update.add(losses)
         # The SUM: on_before_optimizer_step turns the step's gradient into its token mean's.
         return losses.loss_sum
@@ -145,6 +151,12 @@ class TranslationModule(pl.LightningModule):
             self.log("train/nll", means.nll, batch_size=1)
             self.log("train/grad_norm", means.grad_norm, batch_size=1)
             self.log("lr", optimizer.param_groups[0]["lr"], prog_bar=True, batch_size=1)
+
+    def on_train_epoch_end(self) -> None:
+        if self.hparams.compile:  # a few graphs in the first epoch, none after (dynamic shapes)
+            graphs = compiled_graphs()
+            log.info("torch.compile: %d graphs compiled after epoch %d", graphs, self.current_epoch)
+            self.log("compile/graphs", float(graphs), batch_size=1)
 
     def on_train_end(self) -> None:
         self._non_finite.check()
@@ -180,7 +192,7 @@ class TranslationModule(pl.LightningModule):
         self._log_eval_metrics("test")
 
     def _update_eval_metrics(self, batch: dict) -> None:
-        losses = self._losses(batch)
+        losses = self.batch_losses(batch)
         loss, nll = losses.means()
         self.eval_loss.update(loss, weight=losses.n_tokens)
         self.eval_nll.update(nll, weight=losses.n_tokens)
