@@ -1,4 +1,4 @@
-"""The notebooks run top to bottom (nbclient) on a checkpoint and a sweep trained in this session;
+"""The notebooks run top to bottom (nbclient) on a checkpoint and a sweep the tests train;
 they are committed executed, with their outputs, and read the README's runs by default.
 """
 
