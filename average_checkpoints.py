@@ -9,6 +9,7 @@ from omegaconf import DictConfig
 
 from transformer_nmt.cli.average import average_command
 from transformer_nmt.cli.errors import exit_on_user_error
+from transformer_nmt.cli.override_errors import clear_override_errors
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="average")
@@ -17,4 +18,5 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with clear_override_errors():
+        main()

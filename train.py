@@ -9,6 +9,7 @@ import hydra
 from omegaconf import DictConfig
 
 from transformer_nmt.cli.config_schemas import register_config_schemas
+from transformer_nmt.cli.override_errors import clear_override_errors
 
 register_config_schemas()
 
@@ -23,4 +24,5 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
-    main()
+    with clear_override_errors():
+        main()

@@ -8,6 +8,7 @@ from omegaconf import DictConfig
 
 from transformer_nmt.cli.config_schemas import register_config_schemas
 from transformer_nmt.cli.errors import exit_on_user_error
+from transformer_nmt.cli.override_errors import clear_override_errors
 from transformer_nmt.cli.translate import translate_command
 
 register_config_schemas()
@@ -19,4 +20,5 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with clear_override_errors():
+        main()

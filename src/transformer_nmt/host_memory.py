@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import logging
+
+log = logging.getLogger(__name__)
 
 # mallopt(3) parameters, from glibc's <malloc.h>.
 _M_TRIM_THRESHOLD = -1
@@ -42,6 +45,8 @@ def keep_freed_memory(mmap_threshold: int = 1 << 30, trim_threshold: int = 1 << 
         mallopt = _libc().mallopt
     except (OSError, AttributeError):  # not glibc (musl, macOS, Windows)
         return False
-    return bool(mallopt(_M_MMAP_THRESHOLD, mmap_threshold)) and bool(
+    kept = bool(mallopt(_M_MMAP_THRESHOLD, mmap_threshold)) and bool(
         mallopt(_M_TRIM_THRESHOLD, trim_threshold)
     )
+    log.debug("glibc keeps freed memory in the heap: %s", kept)
+    return kept

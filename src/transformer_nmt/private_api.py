@@ -7,7 +7,9 @@ torch 2.13.0, datasets 5.2.0 and wandb 0.31.0.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Callable, Iterator
 from typing import Any
 
 # -- Lightning -----------------------------------------------------------------------------------
@@ -110,6 +112,32 @@ def basic_sweeper_jobs(parsed_overrides: list) -> list[list[str]]:
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
     return BasicSweeper.split_arguments(parsed_overrides, max_batch_size=None)[0]
+
+
+@contextlib.contextmanager
+def hydra_errors_seen_first_by(report: Callable[[Exception], None]) -> Iterator[None]:
+    """Within the context, ``report(error)`` sees every error Hydra reports itself (composing the
+    config, running the job) before Hydra prints it and exits (``hydra._internal.utils.
+    run_and_report``, called by ``hydra.main``); ``report`` may print its own message and exit."""
+    from hydra._internal import utils
+
+    hydra_run_and_report = utils.run_and_report
+
+    def run_and_report(func: Callable[[], Any]) -> Any:
+        def reported() -> Any:
+            try:
+                return func()
+            except Exception as error:
+                report(error)
+                raise
+
+        return hydra_run_and_report(reported)
+
+    utils.run_and_report = run_and_report
+    try:
+        yield
+    finally:
+        utils.run_and_report = hydra_run_and_report
 
 
 # -- submitit and hydra-submitit-launcher ------------------------------------------------------

@@ -60,8 +60,15 @@ def test_csv_metrics_hold_losses_perplexity_lr_and_throughput(many_loggers_run):
 
 
 def test_tensorboard_and_sample_translations_are_written(many_loggers_run):
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
     run_dir, output, _ = many_loggers_run
-    assert list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
+    (event_file,) = (run_dir / "tensorboard").glob("events.out.tfevents.*")  # one per run
+    events = [e for e in EventFileLoader(str(event_file)).Load() if e.HasField("summary")]
+    tags = {value.tag for event in events for value in event.summary.value}
+    assert {"train/loss", "val/loss", "test/loss", "val/samples/text_summary"} <= tags
+    steps = [event.step for event in events]  # scalars, texts and the HParams summary
+    assert steps == sorted(steps) and steps[-1] == 8
     log = (run_dir / "train.log").read_text()
     assert re.search(r"sample 0 @ step 4\n  src: .+\n  ref: .+\n  hyp: ", log)
 
@@ -164,6 +171,8 @@ def test_tensorboard_hparams_tab_holds_the_config_and_the_final_metrics(many_log
 
 def test_a_normal_run_prints_no_warnings(many_loggers_run):
     _, output, stderr = many_loggers_run
+    assert output.count("GPU available:") == 1  # Lightning's lines once, through Hydra's log
+    assert "━" not in output and "Epoch 0" not in output  # no progress bar into a pipe
     assert "Total params" in output and "FLOPs" not in output  # the summary, less its FLOPs
     assert "warn" not in stderr.lower(), stderr
     assert "LeafSpec" not in output and "💡" not in output and "limit_val_batches" not in output

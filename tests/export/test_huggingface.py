@@ -1,6 +1,7 @@
 """The Hugging Face export: loads without project code, computes our logits, and generates our
 greedy and (α = 0) beam-search outputs token for token; unsupported shapes fail once."""
 
+import ast
 import json
 import os
 import subprocess
@@ -9,6 +10,7 @@ import sys
 import pytest
 import torch
 
+from tests.helpers import REPO_ROOT
 from tests.helpers.tiny_model import tiny_config
 from tests.helpers.toy_checkpoint import pad_rows, train_toy_checkpoint
 from transformer_nmt.decoding import SearchOptions, max_output_lengths, translate_token_ids
@@ -57,6 +59,12 @@ def ours(checkpoint, sources, **options) -> list[list[int]]:
     )
 
 
+def python_block(markdown: str, containing: str) -> str:
+    """The first ```python block of ``markdown`` that holds ``containing``."""
+    blocks = markdown.split("```python\n")[1:]
+    return next(block.split("```")[0] for block in blocks if containing in block)
+
+
 @pytest.fixture(scope="module")
 def reloaded(hf_dirs):
     """(tokenizer, model) of each export, loaded as any HF user would."""
@@ -70,8 +78,16 @@ def reloaded(hf_dirs):
 
 @pytest.mark.slow
 def test_loads_and_translates_in_a_fresh_interpreter_without_the_project(hf_dirs, toys):
+    """As the README and the model card show (transformers 5 has no translation pipeline), and
+    as the tests below decode."""
     toy = toys["post"]
-    script = (
+    folder = repr(str(hf_dirs["post"]))
+    card = python_block((hf_dirs["post"] / "README.md").read_text(), "generate")
+    readme = python_block((REPO_ROOT / "README.md").read_text(), "AutoModelForSeq2SeqLM")
+    documented = card.replace('"<this folder or Hub id>"', folder)
+    documented += readme.replace('"hf-model"', folder)
+    assert documented.count(folder) == 4  # both snippets load this export
+    script = documented + (
         "import json, sys\n"
         "from transformers import AutoModelForSeq2SeqLM, AutoTokenizer\n"
         f"folder = {str(hf_dirs['post'])!r}\n"
@@ -88,7 +104,10 @@ def test_loads_and_translates_in_a_fresh_interpreter_without_the_project(hf_dirs
         [sys.executable, "-c", script], capture_output=True, text=True, env=environment
     )
     assert result.returncode == 0, result.stderr
-    class_name, translations = result.stdout.strip().splitlines()[-1].split(" ", 1)
+    *documented_outputs, last = result.stdout.strip().splitlines()
+    printed = [ast.literal_eval(line) for line in documented_outputs]
+    assert len(printed) == 2 and all(len(out) == 1 and out[0].strip() for out in printed)
+    class_name, translations = last.split(" ", 1)
     assert class_name == "MarianMTModel"
     from transformer_nmt.evaluation import Translator
 

@@ -1,6 +1,8 @@
-"""The notebooks run top to bottom (nbclient) on a checkpoint and a sweep trained in this session,
-and are committed without outputs.
+"""The notebooks run top to bottom (nbclient) on a checkpoint and a sweep the tests train;
+they are committed executed, with their outputs, and read the README's runs by default.
 """
+
+import re
 
 import nbformat
 import pytest
@@ -30,11 +32,36 @@ def images(notebook) -> list:
     return [out for out in outputs(notebook) if "image/png" in out.get("data", {})]
 
 
-@pytest.mark.parametrize("name", ["attention_maps.ipynb", "ablations.ipynb"])
-def test_notebooks_are_committed_without_outputs(name):
+FIGURES = {"attention_maps.ipynb": 3, "ablations.ipynb": 2}
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_notebooks_are_committed_run_top_to_bottom_with_their_outputs(name):
     notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
-    assert code and all(not c.outputs and c.execution_count is None for c in code)
+    assert [cell.execution_count for cell in code] == list(range(1, len(code) + 1))
+    assert not outputs(notebook, "error") and len(images(notebook)) == FIGURES[name]
+    texts = [out.get("text", "") for out in outputs(notebook, "stream")] + [
+        "".join(out["data"].get(kind, "")) for out in outputs(notebook) if "data" in out
+        for kind in ("text/plain", "text/markdown")
+    ]  # fmt: skip
+    assert not re.search(r"(^|[\s'\"(])/\w", "\n".join(texts))  # no absolute path of where it ran
+
+
+def test_notebooks_read_the_readme_runs_by_default():
+    readme = (REPO_ROOT / "README.md").read_text()
+    run_dir = re.search(r"python train\.py debug=smoke .*hydra\.run\.dir=(\S+)", readme)[1]
+    sweep = re.search(r"python train\.py -m debug=smoke [^`]*?hydra\.sweep\.dir=(\S+)", readme)
+    sweep_dir = sweep[1]
+    defaults = {
+        "attention_maps.ipynb": f'"../{run_dir}/checkpoints/best.ckpt"',
+        "ablations.ipynb": f'"../{sweep_dir}"',
+    }
+    for name, default in defaults.items():
+        first_cell = next(
+            c for c in nbformat.read(NOTEBOOKS / name, 4).cells if c.cell_type == "code"
+        )
+        assert default in first_cell.source, name
 
 
 @pytest.mark.slow  # runs a kernel, on the sweep's checkpoint

@@ -1,6 +1,9 @@
-"""Lightning's rich progress bar with readable numbers, refreshed on logging steps only."""
+"""Lightning's rich progress bar with readable numbers, refreshed on logging steps only, and only
+on a terminal."""
 
 from __future__ import annotations
+
+import sys
 
 import lightning.pytorch as pl
 from lightning.pytorch.callbacks import RichProgressBar
@@ -13,12 +16,20 @@ class ProgressBar(RichProgressBar):
     During training it reads the logged metrics only after a logging step's optimizer step
     (``trainer.log_every_n_steps``), the only steps that log new values: reading them converts
     every metric tensor to a number, which on a GPU waits for the device.
+
+    It draws only where stdout, which it writes to, is a terminal: redirected to a file or a
+    pipe (``> out.txt``, ``| tee``, a SLURM job) it stays off, as tqdm's ``disable=None`` does,
+    and the lines of ``TrainingLog`` tell the progress.
     """
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self._metrics: dict = {}
         self._metrics_step = -1
+
+    @property
+    def is_enabled(self) -> bool:
+        return super().is_enabled and sys.stdout.isatty()
 
     def get_metrics(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict:
         step, every = trainer.global_step, trainer.log_every_n_steps

@@ -45,6 +45,8 @@ def model_card(metadata: ExportMetadata, generation_config) -> str:
         "print(tokenizer.batch_decode(out, skip_special_tokens=True))",
         "```",
         "",
+        "transformers 5 has no `translation` pipeline: call `generate` as above.",
+        "",
         "## Decoding",
         "",
         f"`generation_config.json` runs {search} as transformer-nmt does: the decoder starts "

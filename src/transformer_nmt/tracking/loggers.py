@@ -1,6 +1,7 @@
 """Experiment loggers from the ``logger`` config group: a W&B logger that never blocks a run, a CSV
 logger that keeps its rows when a run resumes in place, TensorBoard's HParams tab, and the
-logger that remembers what ``summary.json`` reports.
+logger that remembers what ``summary.json`` reports, and a TensorBoard logger that writes one
+event file per run, its steps only increasing.
 
 W&B mode: ``logger.wandb.mode`` if set, else ``WANDB_MODE``, else ``online`` when credentials
 exist (``WANDB_API_KEY``, an identity token file, or a netrc entry for the W&B host) and
@@ -46,10 +47,13 @@ def build_loggers(logger_cfg: Mapping[str, Any] | None) -> list[Logger]:
 
 
 def finish_loggers(loggers: list[Logger], success: bool) -> None:
-    """Close the W&B run of this job, so the next job of a multirun starts its own."""
+    """Close the W&B run of this job, so the next job of a multirun starts its own, and the
+    TensorBoard event file."""
     for logger in loggers:
         if isinstance(logger, ResilientWandbLogger):
             logger.finish(success)
+        elif isinstance(logger, RunTensorBoardLogger):
+            logger.close()
 
 
 def wandb_mode(mode: str | None = None) -> str:
@@ -144,6 +148,64 @@ class ResilientWandbLogger(WandbLogger):
         if run is not None and hasattr(run, "finish"):
             run.finish(exit_code=0 if success else 1)
             forget_wandb_run(self)
+
+
+class RunTensorBoardLogger(TensorBoardLogger):
+    """Lightning's ``TensorBoardLogger`` writing one event file per run, whose steps never go
+    back (``tensorboard --inspect`` finds them in order).
+
+    Lightning closes the writer at the end of every ``fit``, ``validate`` and ``test``, and the
+    next value opens another event file: the final evaluation would write two more. This logger
+    only flushes there; :func:`finish_loggers` closes it. Lightning logs a validation during fit
+    at the index of the step it follows (``global_step - 1``), callbacks such as the sample
+    translations at ``global_step``: a value for a step before one already written is written
+    at that latest step.
+    """
+
+    @property
+    @rank_zero_experiment
+    def experiment(self):
+        if self._experiment is None:
+            Path(self.log_dir).mkdir(parents=True, exist_ok=True)
+            self._experiment = _monotonic_writer_class()(log_dir=self.log_dir, **self._kwargs)
+        return self._experiment
+
+    @rank_zero_only
+    def finalize(self, status: str) -> None:
+        if self._experiment is not None:
+            self._experiment.flush()
+        if status == "success":
+            self.save()  # hparams.yaml, as Lightning's finalize writes it
+
+    @rank_zero_only
+    def close(self) -> None:
+        """Close the event file (a later value would open a new one)."""
+        if self._experiment is not None:
+            self._experiment.close()
+            self._experiment = None
+
+
+@functools.cache
+def _monotonic_writer_class() -> type:
+    from torch.utils.tensorboard import SummaryWriter
+
+    class MonotonicSummaryWriter(SummaryWriter):
+        """Writes each scalar and text at its step, or at the latest step written if later."""
+
+        latest_step = 0
+
+        def _step(self, step: int | None) -> int | None:
+            if step is not None:
+                self.latest_step = step = max(step, self.latest_step)
+            return step
+
+        def add_scalar(self, tag, scalar_value, global_step=None, *args, **kwargs):
+            super().add_scalar(tag, scalar_value, self._step(global_step), *args, **kwargs)
+
+        def add_text(self, tag, text_string, global_step=None, *args, **kwargs):
+            super().add_text(tag, text_string, self._step(global_step), *args, **kwargs)
+
+    return MonotonicSummaryWriter
 
 
 class LoggedMetrics(Logger):
@@ -247,8 +309,9 @@ def log_final_hyperparameters(
     for logger in loggers:
         if isinstance(logger, TensorBoardLogger):
             writer = tensorboard_file_writer(logger.experiment)
+            step = getattr(logger.experiment, "latest_step", None)  # after the run's values
             for summary in summaries:
-                writer.add_summary(summary)
+                writer.add_summary(summary, step)
             logger.experiment.flush()
 
 
