@@ -103,6 +103,8 @@ def test_beam_keeps_cross_attention_projected_once(reverse_model, sources, monke
     [
         (dict(beam_size=0), "beam_size must be a positive integer"),
         (dict(beam_size=2, nbest=3), "nbest=3 is more than beam_size=2"),
+        (dict(nbest=0), "nbest must be a positive integer"),
+        (dict(length_penalty=-0.5), "length_penalty must be >= 0"),
         (dict(beam_size=6), "beam_size must be at most 5"),
     ],
 )

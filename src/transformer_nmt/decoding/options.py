@@ -40,11 +40,11 @@ class SearchOptions:
                 f"keeps beam_size hypotheses per sentence; raise beam_size to at least "
                 f"{self.nbest} or lower nbest"
             )
+        for name in ("length_penalty", "max_len_a", "max_len_b"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
 
     @property
     def hypotheses(self) -> int:
         """How many hypotheses per sentence a search returns: ``nbest``, else 1."""
         return self.nbest or 1
-        for name in ("length_penalty", "max_len_a", "max_len_b"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
