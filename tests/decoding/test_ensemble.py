@@ -76,3 +76,19 @@ def test_models_of_other_vocabularies_do_not_ensemble(reverse_model):
         Ensemble.of([reverse_model, other])
     with pytest.raises(ValueError, match="at least one model"):
         Ensemble.of([])
+
+
+def test_models_of_other_shapes_ensemble(reverse_model, sources):
+    torch.manual_seed(1)
+    smaller = Transformer(reverse_task_config(n_encoder_layers=1, n_decoder_layers=1, max_len=32))
+    ensemble = [reverse_model, smaller.eval()]
+    found = greedy_hypotheses(ensemble, sources, BOS, EOS, max_len_b=40)
+    rerun = greedy_hypotheses(ensemble, sources, BOS, EOS, max_len_b=40, use_cache=False)
+    assert [h.tokens for h in found] == [h.tokens for h in rerun]
+    assert max(len(h.token_log_probs) for h in found) == 31  # the shorter max_len caps outputs
+    for row, h in enumerate(found[:-1]):
+        labels = torch.tensor([h.tokens + [EOS]])[:, : len(h.token_log_probs)]
+        each = [score_references(m, sources[row : row + 1], labels, BOS) for m in ensemble]
+        torch.testing.assert_close(
+            torch.tensor([h.token_log_probs]), (each[0] + each[1]) / 2, atol=1e-5, rtol=0
+        )
