@@ -34,6 +34,46 @@ def test_translate_keeps_one_line_per_line_and_stdout_clean(tmp_path, workspace)
     assert list(tmp_path.iterdir()) == []  # no outputs/ directory, no log file
 
 
+def test_translate_prints_n_best_lists_of_an_ensemble(tmp_path, workspace):
+    lines = ["A man plays with the ball.", "", "A dog runs."]
+    ckpt = workspace.ckpt_path
+    result = run_script(
+        "translate.py", f"ckpt_path=[{ckpt},{ckpt}]", "search.beam_size=3", "search.nbest=2",
+        "search.max_len_b=6", cwd=tmp_path, stdin="\n".join(lines) + "\n",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    # a model ensembled with itself is the model: its n-best lists, in the documented format
+    translator = Translator.from_checkpoint(
+        load_checkpoint(ckpt), beam_size=3, nbest=2, max_len_b=6
+    )
+    expected = [
+        f"{i} ||| {entry.text} ||| {entry.score:.4f}"
+        for i, entries in enumerate(translator.translate_nbest(lines))
+        for entry in entries
+    ]
+    assert result.stdout.splitlines() == expected
+    assert [line.split(" ||| ")[0] for line in expected] == ["0", "0", "1", "2", "2"]
+
+
+def test_translate_scores_references(tmp_path, workspace):
+    lines = ["A man plays with the ball.", "A dog runs."]
+    references = ["Ein Mann spielt mit dem Ball.", "Ein Hund rennt."]
+    (tmp_path / "refs.de").write_text("\n".join(references) + "\n", encoding="utf-8")
+    result = run_script(
+        "translate.py", f"ckpt_path={workspace.ckpt_path}", "score_references=true",
+        "references=refs.de", cwd=tmp_path, stdin="\n".join(lines) + "\n",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    scores = Translator.from_checkpoint(load_checkpoint(workspace.ckpt_path)).score_references(
+        lines, references
+    )
+    rows = [line.split(" ||| ") for line in result.stdout.splitlines()]
+    assert [row[:2] for row in rows] == [["0", references[0]], ["1", references[1]]]
+    for row, score in zip(rows, scores, strict=True):
+        assert float(row[2]) == pytest.approx(score.log_prob, abs=1e-4)
+        assert [float(x) for x in row[3].split()] == pytest.approx(score.token_log_probs, abs=1e-4)
+
+
 def test_evaluate_prints_scores_and_writes_hypotheses_and_json(tmp_path, workspace):
     out = tmp_path / "run"
     result = run_script(

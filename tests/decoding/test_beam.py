@@ -11,7 +11,7 @@ MAX_LEN_B = 5
 
 
 def test_cached_beam_matches_rerunning_the_whole_prefix(reverse_model, sources):
-    options = dict(beam_size=4, n_best=4, max_len_b=MAX_LEN_B)
+    options = dict(beam_size=4, nbest=4, max_len_b=MAX_LEN_B)
     cached = beam_search(reverse_model, sources, BOS, EOS, **options)
     rerun = beam_search(reverse_model, sources, BOS, EOS, use_cache=False, **options)
     for fast, slow in zip(cached, rerun, strict=True):
@@ -43,7 +43,7 @@ def test_wider_beams_find_other_translations_than_greedy(reverse_model, sources)
 
 
 def test_beam_batched_equals_one_by_one(reverse_model, sources):
-    options = dict(beam_size=3, n_best=3, max_len_b=MAX_LEN_B)
+    options = dict(beam_size=3, nbest=3, max_len_b=MAX_LEN_B)
     batched = beam_search(reverse_model, sources, BOS, EOS, **options)
     for row, hypotheses in enumerate(batched):
         (alone,) = beam_search(reverse_model, unpadded(sources, row), BOS, EOS, **options)
@@ -56,7 +56,7 @@ def test_beam_batched_equals_one_by_one(reverse_model, sources):
 def test_hypotheses_are_sorted_best_first_and_scored_with_the_gnmt_penalty(reverse_model, sources):
     alpha = 0.6
     results = beam_search(
-        reverse_model, sources, BOS, EOS, beam_size=4, n_best=4, length_penalty=alpha
+        reverse_model, sources, BOS, EOS, beam_size=4, nbest=4, length_penalty=alpha
     )
     real_sentences = results[:-1]  # the last row is all padding
     for hypotheses in real_sentences:
@@ -70,13 +70,13 @@ def test_hypotheses_are_sorted_best_first_and_scored_with_the_gnmt_penalty(rever
             assert h.log_prob == pytest.approx(sum(h.token_log_probs), abs=1e-5)
             assert h.score == pytest.approx(h.log_prob / ((5 + length) / 6) ** alpha, abs=1e-5)
     # The length penalty changes the ranking somewhere, or alpha would not be tested.
-    plain = beam_search(reverse_model, sources, BOS, EOS, beam_size=4, n_best=4, length_penalty=0.0)
+    plain = beam_search(reverse_model, sources, BOS, EOS, beam_size=4, nbest=4, length_penalty=0.0)
     assert [[h.tokens for h in s] for s in plain] != [[h.tokens for h in s] for s in results]
 
 
 def test_beam_outputs_respect_the_length_limit(reverse_model, sources):
     results = beam_search(
-        reverse_model, sources, BOS, EOS, beam_size=4, n_best=4, max_len_a=0, max_len_b=3
+        reverse_model, sources, BOS, EOS, beam_size=4, nbest=4, max_len_a=0, max_len_b=3
     )
     for hypotheses in results:
         for h in hypotheses:
@@ -85,7 +85,7 @@ def test_beam_outputs_respect_the_length_limit(reverse_model, sources):
 
 
 def test_all_pad_or_empty_sources_give_one_empty_hypothesis(reverse_model, sources):
-    results = beam_search(reverse_model, sources, BOS, EOS, beam_size=4, n_best=2)
+    results = beam_search(reverse_model, sources, BOS, EOS, beam_size=4, nbest=2)
     assert [(h.tokens, h.score) for h in results[-1]] == [([], 0.0)]
     empty = beam_search(reverse_model, torch.zeros(2, 0, dtype=torch.long), BOS, EOS)
     assert [[h.tokens for h in s] for s in empty] == [[[]], [[]]]
@@ -102,7 +102,9 @@ def test_beam_keeps_cross_attention_projected_once(reverse_model, sources, monke
     ("options", "message"),
     [
         (dict(beam_size=0), "beam_size must be a positive integer"),
-        (dict(beam_size=2, n_best=3), "n_best must be between 1 and beam_size"),
+        (dict(beam_size=2, nbest=3), "nbest=3 is more than beam_size=2"),
+        (dict(nbest=0), "nbest must be a positive integer"),
+        (dict(length_penalty=-0.5), "length_penalty must be >= 0"),
         (dict(beam_size=6), "beam_size must be at most 5"),
     ],
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 import torch
@@ -9,6 +10,7 @@ from torch import Tensor
 
 from transformer_nmt.model import Transformer
 
+from .ensemble import Ensemble
 from .hypothesis import Hypothesis, empty_hypothesis
 from .lengths import gnmt_length_penalty, max_output_lengths
 from .options import SearchOptions
@@ -16,21 +18,21 @@ from .steps import banned_token_ids, decoding_mode, start_steps
 
 
 def beam_search(
-    model: Transformer,
+    model: Transformer | Sequence[Transformer],
     src_ids: Tensor,
     bos_id: int,
     eos_id: int,
     options: SearchOptions | None = None,
     *,
-    n_best: int = 1,
     use_cache: bool = True,
     **overrides,
 ) -> list[list[Hypothesis]]:
     """Beam search over src_ids [B, S] (padded with ``model.config.pad_id``) with
-    ``options.beam_size`` beams; keyword ``overrides`` replace fields of ``options``.
+    ``options.beam_size`` beams; keyword ``overrides`` replace fields of ``options``. A sequence
+    of models is an ensemble (:mod:`~transformer_nmt.decoding.ensemble`).
 
-    Returns per sentence up to ``n_best`` hypotheses, best score first, where score = summed
-    log-probability / ((5 + |Y|) / 6)^α with |Y| counting the EOS and α =
+    Returns per sentence the ``options.nbest`` (default 1) best hypotheses, best score first,
+    where score = summed log-probability / ((5 + |Y|) / 6)^α with |Y| counting the EOS and α =
     ``options.length_penalty`` (paper: beam 4, α 0.6).
 
     Each step keeps the ``beam_size`` best unfinished continuations per sentence, and
@@ -43,11 +45,12 @@ def beam_search(
     """
     options = replace(options or SearchOptions(), **overrides)
     beam_size = options.beam_size
-    _check_beam_arguments(model, beam_size, n_best, bos_id, eos_id)
+    model = Ensemble.of(model)
+    _check_beam_size(model, beam_size, bos_id, eos_id)
     with decoding_mode(model):
-        src_ids = src_ids.to(next(model.parameters()).device)
+        src_ids = src_ids.to(model.device)
         limits = max_output_lengths(
-            src_ids, model.config.pad_id, options.max_len_a, options.max_len_b, model.config.max_len
+            src_ids, model.pad_id, options.max_len_a, options.max_len_b, model.max_len
         )
         finished: list[list[Hypothesis]] = [[] for _ in range(src_ids.size(0))]
         sentences = (limits > 0).nonzero().squeeze(1)  # rows of src_ids still decoding
@@ -65,7 +68,8 @@ def beam_search(
                     break
                 steps.select(rows, sources)
         return [
-            sorted(hypotheses, key=lambda h: h.score, reverse=True)[:n_best] or [empty_hypothesis()]
+            sorted(hypotheses, key=lambda h: h.score, reverse=True)[: options.hypotheses]
+            or [empty_hypothesis()]
             for hypotheses in finished
         ]
 
@@ -182,25 +186,21 @@ class _BeamState:
             )
 
 
-def _check_beam_arguments(
-    model: Transformer, beam_size: int, n_best: int, bos_id: int, eos_id: int
-) -> None:
-    if not 1 <= n_best <= beam_size:
-        raise ValueError(
-            f"n_best must be between 1 and beam_size ({beam_size}), got {n_best}; "
-            f"raise beam_size to get more hypotheses"
-        )
+def _check_beam_size(model: Ensemble, beam_size: int, bos_id: int, eos_id: int) -> None:
     largest = largest_beam_size(model, bos_id, eos_id)
     if beam_size > largest:
         raise ValueError(
             f"beam_size={beam_size} is too large for a target vocabulary of "
-            f"{model.config.tgt_vocab_size} tokens: beam search ranks 2·beam_size continuations "
+            f"{model.tgt_vocab_size} tokens: beam search ranks 2·beam_size continuations "
             f"per step, so beam_size must be at most {largest}"
         )
 
 
-def largest_beam_size(model: Transformer, bos_id: int, eos_id: int) -> int:
+def largest_beam_size(
+    model: Transformer | Sequence[Transformer] | Ensemble, bos_id: int, eos_id: int
+) -> int:
     """The largest ``beam_size`` the model's target vocabulary allows: each step ranks
     2·beam_size continuations among the tokens a search may output."""
-    banned = banned_token_ids(model.config.pad_id, bos_id, eos_id)
-    return (model.config.tgt_vocab_size - len(banned)) // 2
+    model = Ensemble.of(model)
+    banned = banned_token_ids(model.pad_id, bos_id, eos_id)
+    return (model.tgt_vocab_size - len(banned)) // 2

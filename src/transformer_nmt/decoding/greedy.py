@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 import torch
@@ -9,6 +10,7 @@ from torch import Tensor
 
 from transformer_nmt.model import Transformer
 
+from .ensemble import Ensemble
 from .hypothesis import Hypothesis, empty_hypothesis
 from .lengths import gnmt_length_penalty, max_output_lengths
 from .options import SearchOptions
@@ -16,14 +18,15 @@ from .steps import decoding_mode, start_steps
 
 
 def greedy_search(
-    model: Transformer,
+    model: Transformer | Sequence[Transformer],
     src_ids: Tensor,
     bos_id: int,
     eos_id: int,
     options: SearchOptions | None = None,
     **overrides,
 ) -> list[list[int]]:
-    """Greedy translations of src_ids [B, S] (padded with ``model.config.pad_id``), KV-cached.
+    """Greedy translations of src_ids [B, S] (padded with ``model.config.pad_id``), KV-cached;
+    a sequence of models is an ensemble (:mod:`~transformer_nmt.decoding.ensemble`).
 
     Returns per sentence its token ids without BOS, EOS or padding. A sentence stops at EOS
     or after ⌊a·src_len + b⌋ tokens (``options.max_len_a``, ``max_len_b``; at most
@@ -35,7 +38,7 @@ def greedy_search(
 
 
 def rerun_greedy_search(
-    model: Transformer,
+    model: Transformer | Sequence[Transformer],
     src_ids: Tensor,
     bos_id: int,
     eos_id: int,
@@ -52,7 +55,7 @@ def rerun_greedy_search(
 
 
 def greedy_hypotheses(
-    model: Transformer,
+    model: Transformer | Sequence[Transformer],
     src_ids: Tensor,
     bos_id: int,
     eos_id: int,
@@ -68,10 +71,11 @@ def greedy_hypotheses(
     Finished sentences leave the batch, so they cost nothing in later steps.
     """
     options = replace(options or SearchOptions(), **overrides)
+    model = Ensemble.of(model)
     with decoding_mode(model):
-        src_ids = src_ids.to(next(model.parameters()).device)
+        src_ids = src_ids.to(model.device)
         limits = max_output_lengths(
-            src_ids, model.config.pad_id, options.max_len_a, options.max_len_b, model.config.max_len
+            src_ids, model.pad_id, options.max_len_a, options.max_len_b, model.max_len
         )
         longest = int(limits.max()) if limits.numel() else 0
         batch = src_ids.size(0)

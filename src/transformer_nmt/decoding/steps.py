@@ -8,29 +8,41 @@ decoding state — beam search's parents, or the sentences still running — and
 
 Rows are hypotheses: k ≥ 1 consecutive rows per source (beam search's k beams). The encoder
 output is kept once per source, not once per row; so are the cross-attention keys/values, in
-the :class:`~transformer_nmt.model.KVCache`.
+the :class:`~transformer_nmt.model.KVCache`. :class:`EnsembleSteps` answers the same calls for
+several models, with the mean of their log-probabilities.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 import torch
 from torch import Tensor
 
 from transformer_nmt.model import Transformer
 
+from .ensemble import Ensemble, mean_log_probs
+
 
 @contextmanager
-def decoding_mode(model: Transformer) -> Iterator[None]:
-    """Eval mode (no dropout) and no autograd for the block; the model's mode is restored after."""
+def decoding_mode(model: Transformer | Ensemble) -> Iterator[None]:
+    """Eval mode (no dropout) and no autograd for the block; each model's mode is restored
+    after."""
+    with ExitStack() as stack:
+        for member in model.models if isinstance(model, Ensemble) else (model,):
+            stack.enter_context(_eval_mode(member))
+        with torch.inference_mode():
+            yield
+
+
+@contextmanager
+def _eval_mode(model: Transformer) -> Iterator[None]:
     was_training = model.training
     model.eval()
     try:
-        with torch.inference_mode():
-            yield
+        yield
     finally:
         model.train(was_training)
 
@@ -41,9 +53,16 @@ def banned_token_ids(pad_id: int, bos_id: int, eos_id: int) -> set[int]:
 
 
 def start_steps(
-    model: Transformer, src_ids: Tensor, bos_id: int, eos_id: int, use_cache: bool
-) -> CachedSteps | RerunSteps:
-    """Encode src_ids [N, S] once and return the step function over its rows."""
+    model: Transformer | Ensemble, src_ids: Tensor, bos_id: int, eos_id: int, use_cache: bool
+) -> CachedSteps | RerunSteps | EnsembleSteps:
+    """Encode src_ids [N, S] once (with each model of an ensemble) and return the step function
+    over its rows."""
+    if isinstance(model, Ensemble):
+        if len(model.models) == 1:
+            return start_steps(model.models[0], src_ids, bos_id, eos_id, use_cache)
+        return EnsembleSteps(
+            [start_steps(member, src_ids, bos_id, eos_id, use_cache) for member in model.models]
+        )
     memory = model.encode(src_ids)
     banned = banned_token_ids(model.config.pad_id, bos_id, eos_id)
     steps = CachedSteps if use_cache else RerunSteps
@@ -126,3 +145,21 @@ class RerunSteps(_Steps):
             self.prefix = self.prefix.index_select(0, rows)
         if sources is not None:
             self._select_sources(sources)
+
+
+class EnsembleSteps:
+    """The step function of an ensemble: every model steps on the same rows, and the next-token
+    log-probabilities are the mean of theirs
+    (:func:`~transformer_nmt.decoding.ensemble.mean_log_probs`). Tokens no model may output stay
+    at -inf."""
+
+    def __init__(self, members: list[CachedSteps | RerunSteps]) -> None:
+        self.members = members
+
+    def log_probs(self, last_tokens: Tensor) -> Tensor:
+        return mean_log_probs([member.log_probs(last_tokens) for member in self.members])
+
+    def select(self, rows: Tensor, sources: Tensor | None) -> None:
+        """Keep ``rows`` and ``sources`` in every model; see :meth:`CachedSteps.select`."""
+        for member in self.members:
+            member.select(rows, sources)
