@@ -22,7 +22,13 @@ from transformer_nmt.data.datamodule import TranslationDataModule
 from transformer_nmt.evaluation.final_eval import FinalEvalConfig, final_evaluation
 from transformer_nmt.host_memory import keep_freed_memory
 from transformer_nmt.launch.ddp import adopt_hydra_launcher, distributed_job, wait_for_children
-from transformer_nmt.launch.requeue import RequeueOnSignal, submitit_handler, under_submitit
+from transformer_nmt.launch.requeue import (
+    SignalReceived,
+    StopOnSignal,
+    submitit_handler,
+    submitit_signal,
+    under_submitit,
+)
 from transformer_nmt.private_api import offer_to_model_checkpoint
 from transformer_nmt.tracking.loggers import (
     LoggedMetrics,
@@ -66,17 +72,24 @@ def _fit(cfg: DictConfig) -> float | None:
         log.info("glibc keeps freed memory in the heap (keep_freed_host_memory=true)")
     pl.seed_everything(cfg.seed, workers=True)
     job = TrainingJob(cfg)
-    try:
-        job.build()
-        job.fit()
-        job.finish()
-    except BaseException as exception:
-        job.status, job.error = "failed", f"{type(exception).__name__}: {exception}"
-        raise
-    finally:
-        job.close()
+    with job.stop.handling_signals():
+        try:
+            job.build()
+            job.fit()
+            job.finish()
+        except SignalReceived:  # outside training: nothing more to save
+            job.status = "interrupted"
+        except BaseException as exception:
+            job.status, job.error = "failed", f"{type(exception).__name__}: {exception}"
+            raise
+        finally:
+            job.close()
     if job.status == "requeued":
-        job.requeue.requeue()  # rank 0: submitit requeues the job and exits this process
+        job.stop.requeue()  # rank 0: submitit requeues the job and exits this process
+        return None
+    if job.stop.signum is not None:
+        if job.is_global_zero:
+            raise SystemExit(job.stop.exit_status())
         return None
     return objective_value(cfg.get("optimized_metric"), job.final)
 
@@ -93,7 +106,7 @@ class TrainingJob:
     datamodule: TranslationDataModule | None = None
     resume: ResumePlan | None = None
     loggers: list[Logger] = field(default_factory=list)
-    requeue: RequeueOnSignal | None = None
+    stop: StopOnSignal = field(default_factory=lambda: stop_on_signal())
     trainer: pl.Trainer | None = None
     module: TranslationModule | None = None
     hyperparameters: dict[str, Any] = field(default_factory=dict)
@@ -113,7 +126,6 @@ class TrainingJob:
         check_writable_outputs(cfg.output_dir, checked.callbacks)
         self.resume = plan_resume(cfg, checked.model, checked.callbacks)
         self.loggers = build_run_loggers(cfg.get("logger"))
-        self.requeue = RequeueOnSignal(submitit_handler()) if under_submitit() else None
         self.trainer = self._build_trainer()
         if self.trainer.is_global_zero:
             log.info(describe_batch(self.trainer, datamodule.max_tokens))
@@ -147,7 +159,7 @@ class TrainingJob:
                 logger.log_hyperparams({"overrides": override_values(self.overrides)})
 
     def _build_trainer(self) -> pl.Trainer:
-        callbacks = [*self.checked.callbacks, *([self.requeue] if self.requeue else [])]
+        callbacks = [*self.checked.callbacks, self.stop]
         try:
             trainer = pl.Trainer(
                 **{**self.checked.trainer, "enable_model_summary": False},  # a callback has it
@@ -168,10 +180,10 @@ class TrainingJob:
         self.fit_time_s = time.perf_counter() - fit_started
 
     def finish(self) -> None:
-        """The final evaluation (unless the fit was interrupted or is to be requeued)."""
+        """The final evaluation (unless a signal stopped the fit or the fit was interrupted)."""
         trainer, checked = self.trainer, self.checked
-        if self.requeue is not None and self.requeue.requested:
-            self.status = "requeued"
+        if self.stop.signum is not None:
+            self.status = "requeued" if self.stop.requeues else "interrupted"
         elif not trainer.interrupted:
             if trainer.is_global_zero and (
                 warning := self.module.schedule.unfinished_cooldown(trainer.global_step)
@@ -197,11 +209,16 @@ class TrainingJob:
             self.cfg.output_dir,
         )
 
+    @property
+    def is_global_zero(self) -> bool:
+        trainer = self.trainer
+        return trainer.is_global_zero if trainer is not None else rank_zero_only.rank == 0
+
     def close(self) -> None:
         """Close the loggers and, on rank 0, write summary.json, however the job ended."""
         finish_loggers(self.loggers, self.status == "finished")
         trainer = self.trainer
-        if trainer.is_global_zero if trainer is not None else rank_zero_only.rank == 0:
+        if self.is_global_zero:
             summary = run_summary(
                 trainer,
                 self.module,
@@ -211,8 +228,16 @@ class TrainingJob:
                 overrides=self.overrides,
                 wall_time_s=time.perf_counter() - self.started,
                 fit_time_s=self.fit_time_s,
+                signum=self.stop.signum,
             )
             _write_summary(self.cfg.output_dir, summary)
+
+
+def stop_on_signal() -> StopOnSignal:
+    """The job's :class:`StopOnSignal`: under a submitit launcher with its requeue signal."""
+    if under_submitit():
+        return StopOnSignal(submitit_signal(), submitit_handler())
+    return StopOnSignal()
 
 
 def describe_batch(trainer: pl.Trainer, max_tokens: int | None) -> str:
