@@ -1,17 +1,20 @@
 """``hydra/launcher=slurm`` against a real SLURM cluster (``.ci/start-slurm`` starts one on this
 machine: one node of 2 CPUs): a job finishes; SLURM's pre-time-limit signal and ``scontrol
-requeue`` each stop it with ``last.ckpt`` at the step it reached, requeue it and resume it to the
-weights of an uninterrupted job; ``srun`` with 2 tasks trains DDP as 2 processes do outside SLURM.
+requeue`` each stop a job with ``last.ckpt`` at the step it reached, and the job, queued again,
+resumes to the weights of the job left alone; ``srun`` with 2 tasks trains DDP as 2 processes do
+outside SLURM.
 
 Every job trains the tiny model on the tiny corpus for ``MAX_STEPS`` steps without validating
-(the final evaluation still runs), writing ``last.ckpt`` only when it stops, so a job that
-resumes can only have resumed from the checkpoint its stop wrote.
+(the final evaluation still runs) and writes ``last.ckpt`` only when it stops, so a job that
+resumes can only have resumed from the checkpoint its stop wrote. The three one-task sweeps run
+at once (one CPU each), the signals sent as each job reaches ``SIGNAL_AT_STEP``.
 """
 
 import json
 import re
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -25,7 +28,13 @@ from tests.helpers.tiny_runs import logged_metrics, without
 pytestmark = [pytest.mark.slow, pytest.mark.slurm, run_if(slurm=True)]
 
 MAX_STEPS = 100
-SIGNAL_AT_STEP = 10  # the job is signalled once train.log shows this step
+SIGNAL_AT_STEP = 10  # a job is signalled once its train.log shows this step
+SIGNALS = {
+    # What SLURM sends signal_delay_s before the time limit (sbatch --signal=USR2@<delay>).
+    "signalled": ["scancel", "--signal=USR2"],
+    # Pre-emption: SLURM stops the job with SIGTERM (SIGKILL KillWait later), queues it again.
+    "requeued": ["scontrol", "requeue"],
+}
 
 
 def default_partition() -> str:
@@ -34,6 +43,20 @@ def default_partition() -> str:
         ["sinfo", "--noheader", "--format=%P"], capture_output=True, text=True, check=True
     ).stdout.split()
     return next((n.rstrip("*") for n in names if n.endswith("*")), names[0])
+
+
+def training(tiny_overrides: list[str], devices: int = 1) -> list[str]:
+    """The tiny run's overrides for ``MAX_STEPS`` steps on ``devices`` CPU processes."""
+    return [
+        *without(tiny_overrides, "trainer.max_steps", "trainer.val_check_interval"),
+        f"trainer.max_steps={MAX_STEPS}",
+        f"trainer.val_check_interval={10 * MAX_STEPS}",  # no validation before the final one
+        f"callbacks.last_checkpoint.every_n_train_steps={10 * MAX_STEPS}",  # only when stopped
+        "callbacks.sample_translations=null",
+        "final_eval.bleu=false",
+        "trainer.accelerator=cpu",
+        f"trainer.devices={devices}",
+    ]
 
 
 def slurm_sweep(tiny_overrides: list[str], sweep_dir: Path, devices: int = 1) -> list[str]:
@@ -50,22 +73,74 @@ def slurm_sweep(tiny_overrides: list[str], sweep_dir: Path, devices: int = 1) ->
     ]
 
 
-def training(tiny_overrides: list[str], devices: int = 1) -> list[str]:
-    return [
-        *without(tiny_overrides, "trainer.max_steps", "trainer.val_check_interval"),
-        f"trainer.max_steps={MAX_STEPS}",
-        f"trainer.val_check_interval={10 * MAX_STEPS}",  # no validation before the final one
-        f"callbacks.last_checkpoint.every_n_train_steps={10 * MAX_STEPS}",  # only when stopped
-        "callbacks.sample_translations=null",
-        "final_eval.bleu=false",
-        "trainer.accelerator=cpu",
-        f"trainer.devices={devices}",
-    ]
+@dataclass
+class Sweep:
+    """A ``train.py -m`` process that submitted one job and waits for it."""
+
+    directory: Path
+    process: subprocess.Popen
+    output: str = ""
+
+    @property
+    def job_dir(self) -> Path:
+        return self.directory / "0"
+
+    @property
+    def job_id(self) -> str:
+        """The SLURM job id: submitit keeps the job's files in .submitit/<job id>/."""
+        (job_id,) = [p.name for p in (self.directory / ".submitit").glob("*") if p.name.isdigit()]
+        return job_id
+
+    def reached(self, step: int) -> bool:
+        log = self.job_dir / "train.log"
+        return log.exists() and f"step {step}/{MAX_STEPS} " in log.read_text()
+
+    def job_logs(self) -> str:
+        logs = sorted((self.directory / ".submitit").glob("*/*_log.*"))
+        return "".join(p.read_text() for p in logs)
+
+    def finish(self, timeout: float) -> None:
+        try:
+            self.output = self.process.communicate(timeout=timeout)[0].decode()
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.output = self.process.communicate()[0].decode()
 
 
-def submitit_job_ids(sweep_dir: Path) -> list[str]:
-    """The SLURM job ids of a sweep: submitit keeps each job's files in .submitit/<job id>/."""
-    return sorted(p.name for p in (sweep_dir / ".submitit").glob("*") if p.name.isdigit())
+def start_sweep(args: list[str], cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        script_command("train.py", *args),
+        cwd=cwd,
+        env=script_environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+
+
+@slow_fixture(scope="module")
+def sweeps(tiny_overrides, tmp_path_factory) -> dict[str, Sweep]:
+    """Three one-job sweeps submitted at once: ``uninterrupted`` is left alone, ``signalled`` gets
+    SIGUSR2 and ``requeued`` an ``scontrol requeue`` once they reach ``SIGNAL_AT_STEP``."""
+    root = tmp_path_factory.mktemp("slurm")
+    sweeps = {}
+    for name in ("uninterrupted", *SIGNALS):
+        directory = root / name
+        process = start_sweep(slurm_sweep(tiny_overrides, directory), root)
+        sweeps[name] = Sweep(directory, process)
+    waiting, deadline = dict(SIGNALS), time.monotonic() + 180
+    while waiting and time.monotonic() < deadline:
+        for name, command in list(waiting.items()):
+            sweep = sweeps[name]
+            if sweep.reached(SIGNAL_AT_STEP):
+                subprocess.run([*command, sweep.job_id], check=True)
+                del waiting[name]
+            elif sweep.process.poll() is not None:
+                del waiting[name]  # ended before it was signalled: its test says so
+        time.sleep(0.05)
+    for sweep in sweeps.values():
+        sweep.finish(timeout=max(deadline - time.monotonic(), 0) + 60)
+    return sweeps
 
 
 def slurm_job(job_id: str) -> dict[str, str]:
@@ -88,41 +163,8 @@ def ended_slurm_job(job_id: str, timeout: float = 30) -> dict[str, str]:
     return job
 
 
-def submitit_logs(sweep_dir: Path) -> str:
-    return "".join(p.read_text() for p in sorted((sweep_dir / ".submitit").glob("*/*_log.*")))
-
-
-def start_sweep_until_step(args: list[str], cwd: Path, job_dir: Path, step: int):
-    """Start ``train.py args`` (it submits and waits); return it and its SLURM job id once the
-    job's train.log shows ``step``."""
-    process = subprocess.Popen(
-        script_command("train.py", *args),
-        cwd=cwd,
-        env=script_environment(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    pattern = re.compile(rf"^.*step {step}/", re.MULTILINE)
-    deadline = time.monotonic() + 120
-    log = job_dir / "train.log"
-    while process.poll() is None and time.monotonic() < deadline:
-        if log.exists() and pattern.search(log.read_text()):
-            return process, submitit_job_ids(job_dir.parent)[0]
-        time.sleep(0.05)
-    process.kill()
-    output = process.communicate()[0].decode()
-    logs = submitit_logs(job_dir.parent)
-    pytest.fail(f"the job never reached step {step}:\n{output[-3000:]}\n{logs[-3000:]}")
-
-
-def finish(process: subprocess.Popen, timeout: float = 180) -> str:
-    try:
-        output = process.communicate(timeout=timeout)[0].decode()
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert process.returncode == 0, output[-4000:]
-    return output
+def assert_succeeded(sweep: Sweep) -> None:
+    assert sweep.process.returncode == 0, f"{sweep.output[-3000:]}\n{sweep.job_logs()[-5000:]}"
 
 
 def final_weights(job_dir: Path) -> dict:
@@ -137,63 +179,67 @@ def assert_same_weights(got: dict, expected: dict) -> None:
         torch.testing.assert_close(got[key], value, rtol=1e-5, atol=1e-6, msg=key)
 
 
-def assert_resumed_to_the_end(job_dir: Path, stopped: int) -> None:
-    """The requeued job resumed from the last.ckpt of step ``stopped`` and finished the curve."""
-    log = (job_dir / "train.log").read_text()
-    last = job_dir / "checkpoints" / "last.ckpt"
-    assert f"resuming from {last} (resume=auto)" in log
+def stopped_step(sweep: Sweep, how: str) -> int:
+    """The step at which the signalled job stopped (``how``: requeued | interrupted)."""
+    found = re.search(
+        rf"rank 0 of 1 {how} at step (\d+)", (sweep.job_dir / "train.log").read_text()
+    )
+    assert found, f"the job was never {how}:\n{sweep.job_logs()[-5000:]}"
+    stopped = int(found.group(1))
+    assert SIGNAL_AT_STEP <= stopped < MAX_STEPS
+    return stopped
+
+
+def assert_resumed_to_the_end(sweep: Sweep, stopped: int, uninterrupted: Sweep) -> None:
+    """The job, queued again, resumed from the last.ckpt of step ``stopped``, finished the loss
+    curve and ended with the uninterrupted job's weights."""
+    assert slurm_job(sweep.job_id)["Restarts"] == "1"
+    log = (sweep.job_dir / "train.log").read_text()
+    assert f"resuming from {sweep.job_dir / 'checkpoints' / 'last.ckpt'} (resume=auto)" in log
     assert f"rank 0 of 1 finished at step {MAX_STEPS}" in log
-    summary = json.loads((job_dir / "summary.json").read_text())
+    summary = json.loads((sweep.job_dir / "summary.json").read_text())
     assert (summary["status"], summary["steps"]) == ("finished", MAX_STEPS)
-    rows = logged_metrics(job_dir / "csv" / "metrics.csv")
-    steps = [int(r["step"]) for r in rows if r["train/loss"]]
-    assert steps == list(range(MAX_STEPS)), (
-        f"stopped at {stopped}: {steps[stopped - 2 : stopped + 2]}"
+    rows = logged_metrics(sweep.job_dir / "csv" / "metrics.csv")
+    assert [int(r["step"]) for r in rows if r["train/loss"]] == list(range(MAX_STEPS))
+    assert_same_weights(final_weights(sweep.job_dir), final_weights(uninterrupted.job_dir))
+
+
+def test_a_sweep_job_runs_on_the_cluster_and_finishes(sweeps):
+    sweep = sweeps["uninterrupted"]
+    assert_succeeded(sweep)
+    assert f"rank 0 of 1 finished at step {MAX_STEPS}" in (sweep.job_dir / "train.log").read_text()
+    summary = json.loads((sweep.job_dir / "summary.json").read_text())
+    assert (summary["status"], summary["steps"]) == ("finished", MAX_STEPS)
+    assert summary["metrics"]["test/ppl"] is not None
+    assert final_weights(sweep.job_dir)  # last.ckpt of the last step
+    assert f"JobEnvironment(job_id={sweep.job_id}," in sweep.job_logs()
+    job = ended_slurm_job(sweep.job_id)
+    assert (job["JobState"], job["Partition"], job["Restarts"]) == (
+        "COMPLETED",
+        default_partition(),
+        "0",
     )
 
 
-@slow_fixture(scope="module")
-def uninterrupted(tiny_overrides, tmp_path_factory) -> Path:
-    """A one-job sweep submitted through sbatch and left alone; returns its job's directory."""
-    root = tmp_path_factory.mktemp("slurm")
-    sweep_dir = root / "sweep"
-    run_train(slurm_sweep(tiny_overrides, sweep_dir), cwd=root)
-    return sweep_dir / "0"
+def test_the_pre_time_limit_signal_requeues_the_job_which_resumes_to_the_same_weights(sweeps):
+    sweep = sweeps["signalled"]
+    assert_succeeded(sweep)
+    log = (sweep.job_dir / "train.log").read_text()
+    assert "received SIGUSR2: training stops at the end of this optimizer step" in log
+    stopped = stopped_step(sweep, "requeued")
+    assert f"Requeued job {sweep.job_id}" in sweep.job_logs()  # by submitit's handler
+    assert_resumed_to_the_end(sweep, stopped, sweeps["uninterrupted"])
 
 
-def test_a_sweep_job_runs_on_the_cluster_and_finishes(uninterrupted):
-    job_ids = submitit_job_ids(uninterrupted.parent)
-    assert len(job_ids) == 1
-    log = (uninterrupted / "train.log").read_text()
-    assert f"rank 0 of 1 finished at step {MAX_STEPS}" in log
-    summary = json.loads((uninterrupted / "summary.json").read_text())
-    assert (summary["status"], summary["steps"]) == ("finished", MAX_STEPS)
-    assert summary["metrics"]["test/ppl"] is not None
-    assert final_weights(uninterrupted)  # last.ckpt of the last step
-    assert f"JobEnvironment(job_id={job_ids[0]}," in submitit_logs(uninterrupted.parent)
-    job = ended_slurm_job(job_ids[0])
-    assert (job["JobState"], job["Partition"]) == ("COMPLETED", default_partition())
-
-
-def test_the_pre_time_limit_signal_requeues_the_job_which_resumes_to_the_same_weights(
-    uninterrupted, tiny_overrides, tmp_path
-):
-    sweep_dir = tmp_path / "sweep"
-    job_dir = sweep_dir / "0"
-    args = slurm_sweep(tiny_overrides, sweep_dir)
-    process, job_id = start_sweep_until_step(args, tmp_path, job_dir, SIGNAL_AT_STEP)
-    # What SLURM sends signal_delay_s before the time limit (sbatch --signal=USR2@<delay>).
-    subprocess.run(["scancel", "--signal=USR2", job_id], check=True)
-    finish(process)
-
-    log = (job_dir / "train.log").read_text()
-    assert "received SIGUSR2: training stops at the end of this batch" in log
-    stopped = int(re.search(r"rank 0 of 1 requeued at step (\d+)", log).group(1))
-    assert SIGNAL_AT_STEP <= stopped < MAX_STEPS
-    assert f"Requeued job {job_id}" in submitit_logs(sweep_dir)
-    assert slurm_job(job_id)["Restarts"] == "1"
-    assert_resumed_to_the_end(job_dir, stopped)
-    assert_same_weights(final_weights(job_dir), final_weights(uninterrupted))
+def test_scontrol_requeue_of_a_running_job_saves_and_resumes_to_the_same_weights(sweeps):
+    sweep = sweeps["requeued"]
+    assert_succeeded(sweep)
+    log = (sweep.job_dir / "train.log").read_text()
+    assert "received SIGTERM: training stops at the end of this optimizer step" in log
+    stopped = stopped_step(sweep, "interrupted")
+    assert "task 0: Exited with exit code 143" in sweep.job_logs()  # 128 + SIGTERM, says srun
+    assert "Requeued job" not in sweep.job_logs()  # SLURM requeued it, not submitit
+    assert_resumed_to_the_end(sweep, stopped, sweeps["uninterrupted"])
 
 
 def test_a_job_of_two_tasks_trains_ddp_as_two_processes_do_outside_slurm(tiny_overrides, tmp_path):
@@ -202,17 +248,16 @@ def test_a_job_of_two_tasks_trains_ddp_as_two_processes_do_outside_slurm(tiny_ov
     outside = tmp_path / "outside"
     run_train([*training(tiny_overrides, devices=2), f"hydra.run.dir={outside}"], cwd=tmp_path)
 
-    job_dir = sweep_dir / "0"
-    (job_id,) = submitit_job_ids(sweep_dir)
-    job = ended_slurm_job(job_id)
+    sweep = Sweep(sweep_dir, process=None)
+    job = ended_slurm_job(sweep.job_id)
     assert (job["JobState"], job["NumTasks"]) == ("COMPLETED", "2")
-    task_logs = submitit_logs(sweep_dir)  # srun started both ranks, each a task of the job
-    assert f"JobEnvironment(job_id={job_id}, hostname=" in task_logs
+    task_logs = sweep.job_logs()  # srun started both ranks, each a task of the job
+    assert f"JobEnvironment(job_id={sweep.job_id}, hostname=" in task_logs
     assert "global_rank=0(2))" in task_logs and "global_rank=1(2))" in task_logs
-    log = (job_dir / "train.log").read_text()  # both tasks run the job in its directory
+    log = (sweep.job_dir / "train.log").read_text()  # both tasks run the job in its directory
     for rank in (0, 1):
         assert f"rank {rank} of 2 finished at step {MAX_STEPS}" in log
-    summary = json.loads((job_dir / "summary.json").read_text())
+    summary = json.loads((sweep.job_dir / "summary.json").read_text())
     assert (summary["status"], summary["world_size"]) == ("finished", 2)
-    assert not list(job_dir.glob("train_ddp_process_*.log"))  # Lightning started no process
-    assert_same_weights(final_weights(job_dir), final_weights(outside))
+    assert not list(sweep.job_dir.glob("train_ddp_process_*.log"))  # Lightning started none
+    assert_same_weights(final_weights(sweep.job_dir), final_weights(outside))
