@@ -100,12 +100,15 @@ class Sweep:
         return "".join(p.read_text() for p in logs)
 
     def finish(self, timeout: float) -> None:
+        """Wait for the sweep; past ``timeout``, kill it and cancel its job."""
         try:
             self.output = self.process.communicate(timeout=timeout)[0].decode()
         finally:
             if self.process.poll() is None:
                 self.process.kill()
                 self.output = self.process.communicate()[0].decode()
+                job_ids = [p.name for p in (self.directory / ".submitit").glob("[0-9]*")]
+                subprocess.run(["scancel", *job_ids], check=False)
 
 
 def start_sweep(args: list[str], cwd: Path) -> subprocess.Popen:
@@ -224,6 +227,8 @@ def test_a_sweep_job_runs_on_the_cluster_and_finishes(sweeps):
 def test_the_pre_time_limit_signal_requeues_the_job_which_resumes_to_the_same_weights(sweeps):
     sweep = sweeps["signalled"]
     assert_succeeded(sweep)
+    submission = sweep.directory / ".submitit" / sweep.job_id / f"{sweep.job_id}_submission.sh"
+    assert "#SBATCH --signal=USR2@120\n" in submission.read_text()  # signal_delay_s reached sbatch
     log = (sweep.job_dir / "train.log").read_text()
     assert "received SIGUSR2: training stops at the end of this optimizer step" in log
     stopped = stopped_step(sweep, "requeued")
