@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from transformer_nmt.callbacks import LastCheckpoint
 from transformer_nmt.checkpoint import AtomicCheckpointIO
-from transformer_nmt.data import tokenizer_identity
+from transformer_nmt.data import DataConfig, tokenizer_identity
 from transformer_nmt.data.datamodule import TranslationDataModule
 from transformer_nmt.evaluation.final_eval import FinalEvalConfig, final_evaluation
 from transformer_nmt.host_memory import keep_freed_memory
@@ -126,6 +126,7 @@ class TrainingJob:
         long."""
         cfg = self.cfg
         self.checked = checked = check_config(cfg)
+        check_training_budget(checked.trainer)
         pretrained = pretrained_model(cfg.get("init_from"), checked.data)
         self.datamodule = datamodule = TranslationDataModule(data_config(checked.data, pretrained))
         check_writable_outputs(cfg.output_dir, checked.callbacks)
@@ -145,6 +146,7 @@ class TrainingJob:
         model_options = (
             checked.model if pretrained is None else pretrained_model_config(pretrained, cfg.model)
         )
+        warn_about_vocabulary_size(checked.data, datamodule.vocab_size)
         model = build_model_config(model_options, datamodule.vocab_size, datamodule.pad_id)
         self.resume.require_tokenizer(datamodule)
         run_config = OmegaConf.to_container(cfg, resolve=True)
@@ -275,6 +277,31 @@ def run_dir_option() -> str:
 
     multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
     return "hydra.sweep.dir" if multirun else "hydra.run.dir"
+
+
+def check_training_budget(trainer_options: dict) -> None:
+    """Refuse ``trainer.max_steps=0``: Lightning would write untrained checkpoints as if
+    trained (-1 means no step limit: ``max_epochs`` or ``max_time`` ends the run)."""
+    if trainer_options.get("max_steps") == 0 and not trainer_options.get("fast_dev_run"):
+        raise UsageError(
+            "trainer.max_steps=0 trains nothing, yet would write checkpoints as if trained; set "
+            "a number of optimizer steps, or -1 to stop at trainer.max_epochs instead"
+        )
+
+
+def warn_about_vocabulary_size(data: DataConfig, vocab_size: int) -> None:
+    """Warn when a trained BPE holds more types than ``data.vocab_size`` asked for: the corpus's
+    characters and the special tokens alone outnumber it (the data module warns when a BPE falls
+    far below it)."""
+    if data.tokenizer == "bpe" and vocab_size > data.vocab_size:
+        log.warning(
+            "the joint BPE holds %d types, more than data.vocab_size=%d: its alphabet (every "
+            "character of the training text) and the special tokens alone take that many; set "
+            "data.vocab_size to at least %d for any merges",
+            vocab_size,
+            data.vocab_size,
+            vocab_size,
+        )
 
 
 def stop_on_signal() -> StopOnSignal:
