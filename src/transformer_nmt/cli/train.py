@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
@@ -16,8 +19,9 @@ from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
+from transformer_nmt.callbacks import LastCheckpoint
 from transformer_nmt.checkpoint import AtomicCheckpointIO
-from transformer_nmt.data import tokenizer_identity
+from transformer_nmt.data import DataConfig, tokenizer_identity
 from transformer_nmt.data.datamodule import TranslationDataModule
 from transformer_nmt.evaluation.final_eval import FinalEvalConfig, final_evaluation
 from transformer_nmt.host_memory import keep_freed_memory
@@ -29,6 +33,7 @@ from transformer_nmt.launch.requeue import (
     submitit_signal,
     under_submitit,
 )
+from transformer_nmt.launch.run_directory import claim_for_new_run, owning
 from transformer_nmt.private_api import offer_to_model_checkpoint
 from transformer_nmt.tracking.loggers import (
     LoggedMetrics,
@@ -72,7 +77,7 @@ def _fit(cfg: DictConfig) -> float | None:
         log.info("glibc keeps freed memory in the heap (keep_freed_host_memory=true)")
     pl.seed_everything(cfg.seed, workers=True)
     job = TrainingJob(cfg)
-    with job.stop.handling_signals():
+    with owning_run_directory(cfg.output_dir), job.stop.handling_signals():
         try:
             job.build()
             job.fit()
@@ -121,10 +126,19 @@ class TrainingJob:
         long."""
         cfg = self.cfg
         self.checked = checked = check_config(cfg)
+        check_training_budget(checked.trainer)
         pretrained = pretrained_model(cfg.get("init_from"), checked.data)
         self.datamodule = datamodule = TranslationDataModule(data_config(checked.data, pretrained))
         check_writable_outputs(cfg.output_dir, checked.callbacks)
         self.resume = plan_resume(cfg, checked.model, checked.callbacks)
+        if rank_zero_only.rank == 0:
+            claim_for_new_run(
+                cfg.output_dir,
+                checkpoint_directories(checked.callbacks),
+                self.resume.path if self.resume.ckpt_path not in ("last", "hpc") else None,
+                bool(cfg.get("overwrite_run", False)),
+                run_dir_option(),
+            )
         self.loggers = build_run_loggers(cfg.get("logger"))
         self.trainer = self._build_trainer()
         if self.trainer.is_global_zero:
@@ -132,6 +146,7 @@ class TrainingJob:
         model_options = (
             checked.model if pretrained is None else pretrained_model_config(pretrained, cfg.model)
         )
+        warn_about_vocabulary_size(checked.data, datamodule.vocab_size)
         model = build_model_config(model_options, datamodule.vocab_size, datamodule.pad_id)
         self.resume.require_tokenizer(datamodule)
         run_config = OmegaConf.to_container(cfg, resolve=True)
@@ -231,6 +246,62 @@ class TrainingJob:
                 signum=self.stop.signum,
             )
             _write_summary(self.cfg.output_dir, summary)
+
+
+@contextlib.contextmanager
+def owning_run_directory(output_dir: str) -> Iterator[None]:
+    """Hold the run directory's lock for the job (global rank 0; the other ranks write under
+    its lock)."""
+    if rank_zero_only.rank != 0:
+        yield
+        return
+    with owning(output_dir):
+        yield
+
+
+def checkpoint_directories(callbacks: list) -> list[Path]:
+    """The directories the run's checkpoint callbacks write into."""
+    directories = []
+    for callback in callbacks:
+        if isinstance(callback, ModelCheckpoint) and callback.dirpath:
+            directories.append(Path(callback.dirpath))
+        elif isinstance(callback, LastCheckpoint):
+            directories.append(callback.path.parent)
+    return [d.absolute() for d in directories]
+
+
+def run_dir_option() -> str:
+    """The option that names a job's directory: ``hydra.sweep.dir`` in a multirun."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+    return "hydra.sweep.dir" if multirun else "hydra.run.dir"
+
+
+def check_training_budget(trainer_options: dict) -> None:
+    """Refuse ``trainer.max_steps=0``: Lightning would write untrained checkpoints as if
+    trained (-1 means no step limit: ``max_epochs`` or ``max_time`` ends the run)."""
+    if trainer_options.get("max_steps") == 0 and not trainer_options.get("fast_dev_run"):
+        raise UsageError(
+            "trainer.max_steps=0 trains nothing, yet would write checkpoints as if trained; set "
+            "a number of optimizer steps, or -1 to stop at trainer.max_epochs instead"
+        )
+
+
+def warn_about_vocabulary_size(data: DataConfig, vocab_size: int) -> None:
+    """Warn when a trained BPE holds more types than ``data.vocab_size`` asked for: the corpus's
+    characters and the special tokens alone outnumber it (the data module warns when a BPE falls
+    far below it)."""
+    if data.tokenizer == "bpe" and vocab_size > data.vocab_size:
+        log.warning(
+            "the joint BPE holds %d types, more than data.vocab_size=%d: its alphabet (every "
+            "character of the training text) and the special tokens alone take that many; set "
+            "data.vocab_size to at least %d for any merges",
+            vocab_size,
+            data.vocab_size,
+            vocab_size,
+        )
 
 
 def stop_on_signal() -> StopOnSignal:
