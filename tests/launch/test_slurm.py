@@ -111,7 +111,8 @@ class Sweep:
                 subprocess.run(["scancel", *job_ids], check=False)
 
 
-def start_sweep(args: list[str], cwd: Path) -> subprocess.Popen:
+def start_train(args: list[str], cwd: Path) -> subprocess.Popen:
+    """``python train.py args`` started in ``cwd``, its output piped."""
     return subprocess.Popen(
         script_command("train.py", *args),
         cwd=cwd,
@@ -129,7 +130,7 @@ def sweeps(tiny_overrides, tmp_path_factory) -> dict[str, Sweep]:
     sweeps = {}
     for name in ("uninterrupted", *SIGNALS):
         directory = root / name
-        process = start_sweep(slurm_sweep(tiny_overrides, directory), root)
+        process = start_train(slurm_sweep(tiny_overrides, directory), root)
         sweeps[name] = Sweep(directory, process)
     waiting, deadline = dict(SIGNALS), time.monotonic() + 180
     while waiting and time.monotonic() < deadline:
@@ -248,10 +249,16 @@ def test_scontrol_requeue_of_a_running_job_saves_and_resumes_to_the_same_weights
 
 
 def test_a_job_of_two_tasks_trains_ddp_as_two_processes_do_outside_slurm(tiny_overrides, tmp_path):
-    sweep_dir = tmp_path / "sweep"
-    run_train(slurm_sweep(tiny_overrides, sweep_dir, devices=2), cwd=tmp_path)
-    outside = tmp_path / "outside"
-    run_train([*training(tiny_overrides, devices=2), f"hydra.run.dir={outside}"], cwd=tmp_path)
+    sweep_dir, outside = tmp_path / "sweep", tmp_path / "outside"
+    # The run outside SLURM goes alongside, so that no CPU idles while the other starts up.
+    outside_args = [*training(tiny_overrides, devices=2), f"hydra.run.dir={outside}"]
+    outside_run = start_train(outside_args, tmp_path)
+    try:
+        run_train(slurm_sweep(tiny_overrides, sweep_dir, devices=2), cwd=tmp_path)
+        output = outside_run.communicate(timeout=240)[0].decode()
+    finally:
+        outside_run.kill()
+    assert outside_run.returncode == 0, output[-4000:]
 
     sweep = Sweep(sweep_dir, process=None)
     job = ended_slurm_job(sweep.job_id)
