@@ -6,8 +6,9 @@ outside SLURM.
 
 Every job trains the tiny model on the tiny corpus for ``MAX_STEPS`` steps without validating
 (the final evaluation still runs) and writes ``last.ckpt`` only when it stops, so a job that
-resumes can only have resumed from the checkpoint its stop wrote. The three one-task sweeps run
-at once (one CPU each), the signals sent as each job reaches ``SIGNAL_AT_STEP``.
+resumes can only have resumed from the checkpoint its stop wrote. The three one-task sweeps are
+submitted at once (a job takes one of the 2 CPUs: the third waits in the queue), and each is
+signalled as its job reaches ``SIGNAL_AT_STEP``.
 """
 
 import json
