@@ -32,25 +32,91 @@ COMPLETE_MARKER = "COMPLETE"
 _BUILD_PREFIX = ".tmp-"
 
 
-def write_file_atomically(path: Path | str, write: Callable[[IO], None], binary: bool) -> Path:
+# Why a write failed that the user, not the code, must fix.
+_UNWRITABLE = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+class WriteError(OSError):
+    """A file or directory could not be written because of where it goes: a full disk or quota,
+    a read-only filesystem, no permission. The message names the path, the cause, what was left
+    as it was and, for a full disk, how much space the write needed."""
+
+    def __init__(self, code: int, message: str, filename: str) -> None:
+        super().__init__(code, message, filename)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def unwritable(error: OSError, path: Path, size: int | None = None) -> WriteError | None:
+    """The :class:`WriteError` that ``error`` (met writing ``path``) stands for, if it is one.
+
+    ``size``: the bytes the write needs, if the caller knows them (a full disk's message says)."""
+    if isinstance(error, WriteError) or error.errno not in _UNWRITABLE:
+        return None
+    cause = error.strerror or str(error)
+    hint = "choose a location where you can write"
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        free = _free_bytes(path)
+        need = f"it needs about {_megabytes(size)}" if size else "it needs more space"
+        have = f", {_megabytes(free)} are free there" if free is not None else ""
+        hint = f"{need}{have}; free some space or write elsewhere"
+    message = f"cannot write {path}: {cause}; what was there is left as it was; {hint}"
+    return WriteError(error.errno, message, str(path))
+
+
+@contextlib.contextmanager
+def reporting_unwritable(path: Path, size: int | None = None) -> Iterator[None]:
+    """Raise an ``OSError`` of the block that :func:`unwritable` recognises as its
+    :class:`WriteError` (chained to it); others pass unchanged."""
+    try:
+        yield
+    except OSError as error:
+        problem = unwritable(error, path, size)
+        if problem is None:
+            raise
+        raise problem from error
+
+
+def _free_bytes(path: Path) -> int | None:
+    for candidate in (path, *path.parents):
+        try:
+            return shutil.disk_usage(candidate).free
+        except OSError:
+            continue
+    return None
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1e6:,.1f} MB"
+
+
+def write_file_atomically(
+    path: Path | str, write: Callable[[IO], None], binary: bool, size: int | None = None
+) -> Path:
     """Call ``write(handle)`` on a temporary file beside ``path``, then rename it over ``path``.
 
-    If ``write`` raises, ``path`` is untouched and the temporary file is removed. The new file gets
-    the usual permissions (0666 less the umask), not ``mkstemp``'s 0600. Returns ``path``.
+    If ``write`` raises, ``path`` is untouched and the temporary file is removed; a full disk, a
+    read-only filesystem or a missing permission raise :class:`WriteError` (``size``: the bytes
+    the write needs, for its message). The new file gets the usual permissions (0666 less the
+    umask), not ``mkstemp``'s 0600. Returns ``path``.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb" if binary else "w", encoding=None if binary else "utf-8") as tmp:
-            write(tmp)
-            tmp.flush()
-            os.fsync(tmp.fileno())
-        os.chmod(tmp_name, 0o666 & ~_umask())
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    with reporting_unwritable(path, size):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        encoding = None if binary else "utf-8"
+        try:
+            with os.fdopen(fd, "wb" if binary else "w", encoding=encoding) as tmp:
+                write(tmp)
+                tmp.flush()
+                os.fsync(tmp.fileno())
+            os.chmod(tmp_name, 0o666 & ~_umask())
+            os.replace(tmp_name, path)
+        except BaseException:
+            Path(tmp_name).unlink(missing_ok=True)
+            raise
     _fsync_directory(path.parent)
     return path
 
@@ -82,25 +148,33 @@ def check_writable_directory(directory: Path | str) -> None:
 
 
 def write_directory_atomically(
-    path: Path | str, build: Callable[[Path], None], *, overwrite: bool = False
+    path: Path | str,
+    build: Callable[[Path], None],
+    *,
+    overwrite: bool = False,
+    size: int | None = None,
 ) -> Path:
     """Build a directory with ``build(tmp_dir)`` beside ``path``, then rename it to ``path``.
 
     A reader (or a crash) sees no directory, the old one or the complete new one, never a
     partial one. If ``build`` raises, ``path`` is untouched and the temporary directory is
-    removed. An existing ``path`` is a ``FileExistsError`` unless ``overwrite``; it is then moved
-    aside, replaced and removed. Returns ``path``.
+    removed; a full disk, a read-only filesystem or a missing permission raise
+    :class:`WriteError` (``size``: about how many bytes the directory takes, for its message).
+    An existing ``path`` is a ``FileExistsError`` unless ``overwrite``; it is then moved aside,
+    replaced and removed. Every file gets the usual permissions (0666 less the umask). Returns
+    ``path``.
     """
     path = Path(path).absolute()
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} already exists; choose another output or overwrite it")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with _built_beside(path, f".{path.name}.", build) as tmp:
-        old = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.old")
-        if path.exists():
-            os.rename(path, old)
-        os.rename(tmp, path)
-        shutil.rmtree(old, ignore_errors=True)
+    with reporting_unwritable(path, size):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with _built_beside(path, f".{path.name}.", build) as tmp:
+            old = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.old")
+            if path.exists():
+                os.rename(path, old)
+            os.rename(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
     _fsync_directory(path.parent)
     return path
 
@@ -204,11 +278,15 @@ def _built_beside(target: Path, prefix: str, build: Callable[[Path], None]) -> I
     tmp = Path(tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=target.parent))
     try:
         build(tmp)
-        for file in tmp.rglob("*"):
-            if file.is_file():
-                with open(file, "rb") as handle:
+        umask = _umask()
+        for entry in tmp.rglob("*"):
+            if entry.is_file() and not entry.is_symlink():
+                with open(entry, "rb") as handle:
                     os.fsync(handle.fileno())
-        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp's is 0700
+                os.chmod(entry, 0o666 & ~umask)  # a writer's own mode (safetensors: 0600)
+            elif entry.is_dir() and not entry.is_symlink():
+                os.chmod(entry, 0o777 & ~umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's is 0700
         yield tmp
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

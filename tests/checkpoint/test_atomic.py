@@ -1,9 +1,11 @@
 """Atomic files and directories, and the per-path lock that cache builders take turns on."""
 
+import errno
 import logging
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -12,6 +14,7 @@ import pytest
 from tests.helpers.commands import script_environment
 from transformer_nmt.atomic import (
     COMPLETE_MARKER,
+    WriteError,
     build_directory_atomically,
     check_writable_directory,
     is_complete,
@@ -172,3 +175,52 @@ def test_the_lock_excludes_another_process_until_it_ends_or_dies(tmp_path):
     start = time.monotonic()
     with path_lock(path, "after a killed holder"):  # the kernel dropped the dead holder's lock
         assert time.monotonic() - start < 5
+
+
+def test_a_full_disk_is_one_write_error_naming_the_path_and_the_space_needed(tmp_path):
+    path = write_text_atomically(tmp_path / "last.ckpt", "old\n")
+
+    def disk_full(handle):
+        handle.write("half")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with pytest.raises(WriteError) as error:
+        write_file_atomically(path, disk_full, binary=False, size=12_500_000)
+    message = str(error.value)
+    assert message.startswith(f"cannot write {path}: No space left on device; ")
+    assert "it needs about 12.5 MB, " in message and " MB are free there" in message
+    assert error.value.errno == errno.ENOSPC
+    assert path.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]
+
+
+def test_a_read_only_filesystem_is_one_write_error_for_a_directory_too(tmp_path, monkeypatch):
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(tmp_path))
+
+    monkeypatch.setattr(tempfile, "mkdtemp", read_only)
+    with pytest.raises(WriteError) as error:
+        write_directory_atomically(tmp_path / "export", lambda d: None)
+    assert str(error.value) == (
+        f"cannot write {tmp_path / 'export'}: Read-only file system; what was there is left as "
+        f"it was; choose a location where you can write"
+    )
+    monkeypatch.undo()
+    with pytest.raises(ZeroDivisionError):  # a bug in the writer is no WriteError
+        write_file_atomically(tmp_path / "x", lambda handle: 1 / 0, binary=True)
+
+
+def test_every_file_of_a_built_directory_gets_the_usual_permissions(tmp_path):
+    def build(directory):
+        private = directory / "model.safetensors"
+        private.write_bytes(b"weights")
+        private.chmod(0o600)  # what safetensors leaves
+        (directory / "sub").mkdir(mode=0o700)
+        (directory / "sub" / "vocab.json").write_text("{}")
+
+    output = write_directory_atomically(tmp_path / "export", build)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in output.rglob("*")}
+    assert modes == {
+        "model.safetensors": 0o666 & ~_umask(),
+        "sub": 0o777 & ~_umask(),
+        "vocab.json": 0o666 & ~_umask(),
+    }

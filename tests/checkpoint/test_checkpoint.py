@@ -157,6 +157,16 @@ def test_averaging_checkpoints_of_different_models_is_refused(tmp_path, workspac
     assert not (tmp_path / "avg.ckpt").exists()
 
 
+def test_a_checkpoint_given_twice_is_refused_by_either_name(tmp_path, workspace):
+    first = write_checkpoint(tmp_path / "a.ckpt", workspace.model, workspace.tokenizer_dir)
+    (tmp_path / "link.ckpt").symlink_to(first)
+    with pytest.raises(CheckpointError, match=f"^{first}: the same checkpoint is given twice"):
+        average_checkpoints([first, first], tmp_path / "avg.ckpt")
+    with pytest.raises(CheckpointError, match="and .*link.ckpt: the same checkpoint is given"):
+        average_checkpoints([first, tmp_path / "link.ckpt"], tmp_path / "avg.ckpt")
+    assert not (tmp_path / "avg.ckpt").exists()
+
+
 def test_last_checkpoints_orders_by_step_and_skips_last(tmp_path):
     for name in ["epoch=0-step=900.ckpt", "epoch=1-step=1800.ckpt", "epoch=2-step=2700.ckpt",
                  "epoch=10-step=9900.ckpt", "last.ckpt", "notes.txt"]:  # fmt: skip

@@ -71,3 +71,17 @@ def test_an_unknown_input_errors_option_is_refused():
     refused = r"input_errors must be one of \['strict', 'replace'\]"
     with pytest.raises(ValueError, match=refused), checked_lines(io.BytesIO(b""), "ignore"):
         pass
+
+
+def test_a_nul_stops_strict_input_naming_the_line_and_is_replaced_on_request(caplog):
+    utf16_line = "A dog.".encode("utf-16-le")  # valid UTF-8, but every other byte a NUL
+    data = encoded(VALID) + utf16_line + b"\n"
+    with pytest.raises(InputError) as raised, checked_lines(Pipe(data)) as lines:
+        list(lines)
+    assert str(raised.value).startswith(
+        "input line 5 holds a NUL character (character 2 of the line is a NUL): UTF-16 text"
+    )
+    with caplog.at_level(logging.WARNING), checked_lines(Pipe(data), "replace") as lines:
+        last = list(lines)[-1]
+    assert last == "A\ufffd \ufffdd\ufffdo\ufffdg\ufffd.\ufffd\n"
+    assert "input line 5 holds a NUL" in caplog.text

@@ -315,3 +315,36 @@ def test_the_module_node_builds_the_lightning_module_with_the_training_keys():
     )  # fmt: skip
     optimizer = module.configure_optimizers()["optimizer"]
     assert optimizer.defaults["weight_decay"] == 0.01
+
+
+def test_an_added_key_at_an_unknown_top_level_place_is_refused_naming_it():
+    from transformer_nmt.cli.train_config import check_added_top_level_keys
+
+    known = {"label_smoothing", "logger", "data", "experiment"}
+    check_added_top_level_keys(
+        ["+logger.wandb.id=abc", "+data.x=1", "+experiment=multi30k", "++foo=1", "+hydra.a=1"],
+        known,
+    )  # an option of a known node, a group, a forced add (++), Hydra's own: all left alone
+    with pytest.raises(UsageError) as error:
+        check_added_top_level_keys(["seed=1", "+label_smothing=0.2"], known)
+    assert str(error.value) == (
+        "+label_smothing: there is no top-level key 'label_smothing', so nothing would read it; "
+        "the top-level keys are ['data', 'experiment', 'label_smoothing', 'logger']"
+    )
+    check_added_top_level_keys(["+foo=1"], None)  # outside a Hydra job: nothing to check
+
+
+def test_max_steps_0_is_refused_and_a_bpe_above_vocab_size_is_named(caplog):
+    from transformer_nmt.cli.train import check_training_budget, warn_about_vocabulary_size
+    from transformer_nmt.data import DataConfig
+
+    with pytest.raises(UsageError, match="trainer.max_steps=0 trains nothing"):
+        check_training_budget({"max_steps": 0})
+    check_training_budget({"max_steps": -1})
+    check_training_budget({"max_steps": 0, "fast_dev_run": 1})  # one batch each, no checkpoint
+    warn_about_vocabulary_size(DataConfig(vocab_size=5), 105)
+    assert "the joint BPE holds 105 types, more than data.vocab_size=5" in caplog.text
+    caplog.clear()
+    warn_about_vocabulary_size(DataConfig(vocab_size=120), 120)
+    warn_about_vocabulary_size(DataConfig(vocab_size=5, tokenizer="pretrained"), 105)
+    assert caplog.text == ""

@@ -36,6 +36,10 @@ CONFIG_ERRORS = {
     "heads": (["model.n_heads=3"], "model: d_model (32) must be divisible by n_heads (3)"),
     "search": (["search.beam_size=0"], "search: beam_size must be a positive integer, got 0"),
     "trainer": (["+trainer.precison=16"], "unknown trainer option(s) ['precison']"),
+    "added key": (
+        ["+label_smothing=0.2"],
+        "+label_smothing: there is no top-level key 'label_smothing', so nothing would read it",
+    ),
     "unwritable": (
         ["callbacks.last_checkpoint.dirpath={blocked}/checkpoints"],
         "cannot write into {blocked}/checkpoints, the last.ckpt directory (dirpath): Not a "

@@ -4,14 +4,18 @@
     @run_if(package="ctranslate2")      # an optional dependency (pyproject's extras)
     @run_if(linux=True)                 # /proc and glibc
     @run_if(multi30k=True)              # the real Multi30k corpus in MULTI30K_DIR
+    @run_if(slurm=True)                 # a SLURM cluster that answers `sinfo` (.ci/start-slurm)
 
 It is ``pytest.mark.skipif``, so it also marks a whole module: ``pytestmark = run_if(...)``.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -33,12 +37,33 @@ def _missing_multi30k() -> str:
     return f"set MULTI30K_DIR to a directory holding Multi30k's {MULTI30K_FILES}{found}"
 
 
+@functools.cache
+def _missing_slurm() -> str | None:
+    """Why no SLURM cluster takes jobs here (no ``sinfo``, or no responding node), or None."""
+    if shutil.which("sinfo") is None:
+        return "needs a SLURM cluster: sinfo is not installed (apt-get install slurm-wlm munge)"
+    try:
+        answer = subprocess.run(
+            ["sinfo", "--noheader", "--responding", "--format=%P"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+    except subprocess.TimeoutExpired:
+        return "needs a SLURM cluster: sinfo got no answer in 20 s (.ci/start-slurm starts one)"
+    if answer.returncode != 0 or not answer.stdout.strip():
+        said = (answer.stderr.strip().splitlines() or ["no responding node"])[-1]
+        return f"needs a SLURM cluster: sinfo says {said!r} (.ci/start-slurm starts one)"
+    return None
+
+
 def run_if(
     *,
     min_gpus: int = 0,
     package: str | None = None,
     linux: bool = False,
     multi30k: bool = False,
+    slurm: bool = False,
 ) -> pytest.MarkDecorator:
     """A ``skipif`` mark whose reason names every requirement this machine lacks."""
     missing = []
@@ -50,4 +75,6 @@ def run_if(
         missing.append("needs Linux (/proc, glibc)")
     if multi30k and multi30k_location() is None:
         missing.append(_missing_multi30k())
+    if slurm and _missing_slurm() is not None:
+        missing.append(_missing_slurm())
     return pytest.mark.skipif(bool(missing), reason="; ".join(missing))

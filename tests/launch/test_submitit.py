@@ -86,7 +86,7 @@ def test_a_signalled_job_is_requeued_and_continues_from_the_step_it_saved(
         rank_log = (job_dir / f"train_ddp_process_{rank}.log").read_text()
         assert f"rank {rank} of {devices} requeued at step {stopped};" in rank_log
         assert f"rank {rank} of {devices} finished at step {max_steps};" in rank_log
-    assert "received SIGUSR2: training stops at the end of this batch" in log
+    assert "received SIGUSR2: training stops at the end of this optimizer step" in log
     assert f"resuming from {last} (resume=auto)" in log
     summary = json.loads((job_dir / "summary.json").read_text())
     assert (summary["status"], summary["steps"]) == ("finished", max_steps)

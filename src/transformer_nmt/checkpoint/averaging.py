@@ -97,6 +97,7 @@ def average_checkpoints(paths: Sequence[Path | str], out_path: Path | str) -> Pa
     paths, out_path = [Path(p) for p in paths], Path(out_path)
     if not paths:
         raise CheckpointError("no checkpoints to average; give inputs=[a.ckpt,b.ckpt,...]")
+    _require_distinct(paths)
     _require_writable_output(out_path)
     first = read_checkpoint(paths[0])
 
@@ -171,6 +172,20 @@ def _model_keys(checkpoint: Mapping) -> list[str]:
 def _direction(checkpoint: Mapping) -> tuple[str, str]:
     hyper_parameters = checkpoint["hyper_parameters"]
     return str(hyper_parameters["src_lang"]), str(hyper_parameters["tgt_lang"])
+
+
+def _require_distinct(paths: Sequence[Path]) -> None:
+    """Refuse a checkpoint given twice (by one name or two): it would count double."""
+    seen: dict[Path, Path] = {}
+    for path in paths:
+        key = path.resolve()
+        if key in seen:
+            names = str(path) if seen[key] == path else f"{seen[key]} and {path}"
+            raise CheckpointError(
+                f"{names}: the same checkpoint is given twice, so its weights would count "
+                f"double in the average; give each checkpoint once"
+            )
+        seen[key] = path
 
 
 def _require_writable_output(out_path: Path) -> None:

@@ -4,7 +4,7 @@ and reading it back."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +48,24 @@ def save_checkpoint(checkpoint: Mapping[str, Any], path: Path | str) -> Path:
     """``torch.save`` a checkpoint dict to ``path`` atomically; returns the path. Refuses (with a
     :class:`CheckpointError`, writing nothing) a ``state_dict`` with a non-finite weight."""
     check_finite_weights(checkpoint, path)
-    path = write_file_atomically(path, lambda handle: torch.save(checkpoint, handle), binary=True)
+    size = sum(t.nbytes for t in _tensors(checkpoint))  # for a full disk's message
+    path = write_file_atomically(
+        path, lambda handle: torch.save(checkpoint, handle), binary=True, size=size
+    )
     remove_stale_temporaries(path)
     return path
+
+
+def _tensors(value: Any) -> Iterator[torch.Tensor]:
+    """The tensors in a nest of dicts, lists and tuples."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _tensors(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _tensors(item)
 
 
 def check_finite_weights(checkpoint: Mapping[str, Any], path: Path | str) -> None:

@@ -16,9 +16,15 @@ from typing import TypeVar
 from hydra.errors import CompactHydraException
 from omegaconf import DictConfig, MissingMandatoryValue
 
+from transformer_nmt.atomic import WriteError
 from transformer_nmt.checkpoint import CheckpointError
 from transformer_nmt.data import DataError
-from transformer_nmt.export.errors import MissingDependencyError, UnsupportedModelError
+from transformer_nmt.export.errors import (
+    ExportOutputError,
+    MissingDependencyError,
+    UnsupportedModelError,
+)
+from transformer_nmt.launch.run_directory import RunDirectoryBusy
 from transformer_nmt.tracking.objective import ObjectiveError
 from transformer_nmt.training.loss import NonFiniteLossError
 
@@ -49,6 +55,9 @@ USER_ERRORS = (
     FileExistsError,
     ObjectiveError,
     NonFiniteLossError,  # the run diverged: the message says what to change and how to resume
+    RunDirectoryBusy,
+    ExportOutputError,
+    WriteError,  # a full disk, a read-only filesystem: the message names the path and the space
 )
 
 

@@ -9,6 +9,7 @@ from hydra.utils import to_absolute_path
 from omegaconf import DictConfig
 
 from transformer_nmt.export import QUANTIZATIONS, export_ctranslate2, export_huggingface
+from transformer_nmt.export.output import check_export_output
 
 from .errors import UsageError
 from .loading import load_from_config, log_to_stderr, search_options
@@ -31,8 +32,8 @@ def export_command(cfg: DictConfig) -> Path:
     if cfg.format == "hf" and cfg.quantization != "float32":
         raise UsageError("quantization is for format=ct2; a Hugging Face export keeps float32")
     output = Path(to_absolute_path(cfg.output))
-    if output.exists() and not cfg.overwrite:
-        raise UsageError(f"output {output} already exists; add overwrite=true to replace it")
+    inputs = [to_absolute_path(path) for path in (cfg.ckpt_path, cfg.tokenizer_dir) if path]
+    check_export_output(output, inputs, cfg.overwrite)  # before the checkpoint is read
     checkpoint = load_from_config(cfg, device="cpu")
     if cfg.format == "hf":
         export_huggingface(checkpoint, output, search_options(cfg), overwrite=cfg.overwrite)

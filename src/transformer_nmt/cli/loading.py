@@ -41,9 +41,15 @@ def log_to_stderr() -> None:
 
 
 def resolve_device(device: str) -> str:
-    """``auto`` → ``cuda`` if a GPU is visible, else ``cpu``; anything else unchanged."""
+    """``auto`` → ``cuda`` if a GPU is visible, else ``cpu``; anything else unchanged (``cuda``
+    only where CUDA is available)."""
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
+    if str(device).startswith("cuda") and not torch.cuda.is_available():
+        raise UsageError(
+            f"device={device}, but this PyTorch ({torch.__version__}) sees no CUDA GPU; use "
+            f"device=cpu, or device=auto to take a GPU where there is one"
+        )
     return device
 
 

@@ -9,7 +9,8 @@ Checking costs 1-2 µs per line, nothing beside translating, but the first outpu
 the end of the input.
 
 ``input_errors=replace``: invalid bytes become U+FFFD and the line is translated, with a warning
-naming it; nothing is read ahead, so lines stream through chunk by chunk.
+naming it; nothing is read ahead, so lines stream through chunk by chunk. A NUL character, valid
+UTF-8 but no text (UTF-16 input, a binary file), counts as an invalid byte.
 
 Lines end at ``\\n`` only; a leading byte-order mark is dropped.
 """
@@ -77,6 +78,8 @@ class LineDecoder:
     def decode(self, raw: bytes, number: int) -> str:
         try:
             text = raw.decode("utf-8")
+            if "\0" in text:
+                return self._nul(text, number)
         except UnicodeDecodeError as error:
             where = (
                 f"byte {error.start + 1} of the line is 0x{raw[error.start]:02x} ({error.reason})"
@@ -87,7 +90,7 @@ class LineDecoder:
                     f"Convert the input to UTF-8 (e.g. iconv -f latin1 -t utf-8), or pass "
                     f"input_errors=replace to translate it with U+FFFD for invalid bytes"
                 ) from None
-            text = raw.decode("utf-8", errors="replace")
+            text = raw.decode("utf-8", errors="replace").replace("\0", "\ufffd")
             self.replaced += 1
             if self.replaced <= _LISTED_REPLACEMENTS:
                 log.warning(
@@ -96,6 +99,22 @@ class LineDecoder:
                     number,
                     where,
                 )
+        return text.removeprefix(_BYTE_ORDER_MARK) if number == 1 else text
+
+    def _nul(self, text: str, number: int) -> str:
+        """A NUL character, valid UTF-8 but no text: UTF-16 input, or a binary file."""
+        where = f"character {text.index(chr(0)) + 1} of the line is a NUL"
+        if self.input_errors == "strict":
+            raise InputError(
+                f"input line {number} holds a NUL character ({where}): UTF-16 text or a binary "
+                f"file?; nothing was translated. Convert the input to UTF-8 (e.g. iconv -f "
+                f"utf-16 -t utf-8), or pass input_errors=replace to translate it with U+FFFD for "
+                f"each NUL"
+            )
+        self.replaced += 1
+        if self.replaced <= _LISTED_REPLACEMENTS:
+            log.warning("input line %d holds a NUL (%s): translating it with U+FFFD", number, where)
+        text = text.replace("\0", "\ufffd")
         return text.removeprefix(_BYTE_ORDER_MARK) if number == 1 else text
 
     def summarise(self) -> None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
@@ -16,13 +19,21 @@ from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
+from transformer_nmt.callbacks import LastCheckpoint
 from transformer_nmt.checkpoint import AtomicCheckpointIO
-from transformer_nmt.data import tokenizer_identity
+from transformer_nmt.data import DataConfig, tokenizer_identity
 from transformer_nmt.data.datamodule import TranslationDataModule
 from transformer_nmt.evaluation.final_eval import FinalEvalConfig, final_evaluation
 from transformer_nmt.host_memory import keep_freed_memory
 from transformer_nmt.launch.ddp import adopt_hydra_launcher, distributed_job, wait_for_children
-from transformer_nmt.launch.requeue import RequeueOnSignal, submitit_handler, under_submitit
+from transformer_nmt.launch.requeue import (
+    SignalReceived,
+    StopOnSignal,
+    submitit_handler,
+    submitit_signal,
+    under_submitit,
+)
+from transformer_nmt.launch.run_directory import claim_for_new_run, owning
 from transformer_nmt.private_api import offer_to_model_checkpoint
 from transformer_nmt.tracking.loggers import (
     LoggedMetrics,
@@ -66,17 +77,24 @@ def _fit(cfg: DictConfig) -> float | None:
         log.info("glibc keeps freed memory in the heap (keep_freed_host_memory=true)")
     pl.seed_everything(cfg.seed, workers=True)
     job = TrainingJob(cfg)
-    try:
-        job.build()
-        job.fit()
-        job.finish()
-    except BaseException as exception:
-        job.status, job.error = "failed", f"{type(exception).__name__}: {exception}"
-        raise
-    finally:
-        job.close()
+    with owning_run_directory(cfg.output_dir), job.stop.handling_signals():
+        try:
+            job.build()
+            job.fit()
+            job.finish()
+        except SignalReceived:  # outside training: nothing more to save
+            job.status = "interrupted"
+        except BaseException as exception:
+            job.status, job.error = "failed", f"{type(exception).__name__}: {exception}"
+            raise
+        finally:
+            job.close()
     if job.status == "requeued":
-        job.requeue.requeue()  # rank 0: submitit requeues the job and exits this process
+        job.stop.requeue()  # rank 0: submitit requeues the job and exits this process
+        return None
+    if job.stop.signum is not None:
+        if job.is_global_zero:
+            raise SystemExit(job.stop.exit_status())
         return None
     return objective_value(cfg.get("optimized_metric"), job.final)
 
@@ -93,7 +111,7 @@ class TrainingJob:
     datamodule: TranslationDataModule | None = None
     resume: ResumePlan | None = None
     loggers: list[Logger] = field(default_factory=list)
-    requeue: RequeueOnSignal | None = None
+    stop: StopOnSignal = field(default_factory=lambda: stop_on_signal())
     trainer: pl.Trainer | None = None
     module: TranslationModule | None = None
     hyperparameters: dict[str, Any] = field(default_factory=dict)
@@ -108,18 +126,27 @@ class TrainingJob:
         long."""
         cfg = self.cfg
         self.checked = checked = check_config(cfg)
+        check_training_budget(checked.trainer)
         pretrained = pretrained_model(cfg.get("init_from"), checked.data)
         self.datamodule = datamodule = TranslationDataModule(data_config(checked.data, pretrained))
         check_writable_outputs(cfg.output_dir, checked.callbacks)
         self.resume = plan_resume(cfg, checked.model, checked.callbacks)
+        if rank_zero_only.rank == 0:
+            claim_for_new_run(
+                cfg.output_dir,
+                checkpoint_directories(checked.callbacks),
+                self.resume.path if self.resume.ckpt_path not in ("last", "hpc") else None,
+                bool(cfg.get("overwrite_run", False)),
+                run_dir_option(),
+            )
         self.loggers = build_run_loggers(cfg.get("logger"))
-        self.requeue = RequeueOnSignal(submitit_handler()) if under_submitit() else None
         self.trainer = self._build_trainer()
         if self.trainer.is_global_zero:
             log.info(describe_batch(self.trainer, datamodule.max_tokens))
         model_options = (
             checked.model if pretrained is None else pretrained_model_config(pretrained, cfg.model)
         )
+        warn_about_vocabulary_size(checked.data, datamodule.vocab_size)
         model = build_model_config(model_options, datamodule.vocab_size, datamodule.pad_id)
         self.resume.require_tokenizer(datamodule)
         run_config = OmegaConf.to_container(cfg, resolve=True)
@@ -147,7 +174,7 @@ class TrainingJob:
                 logger.log_hyperparams({"overrides": override_values(self.overrides)})
 
     def _build_trainer(self) -> pl.Trainer:
-        callbacks = [*self.checked.callbacks, *([self.requeue] if self.requeue else [])]
+        callbacks = [*self.checked.callbacks, self.stop]
         try:
             trainer = pl.Trainer(
                 **{**self.checked.trainer, "enable_model_summary": False},  # a callback has it
@@ -168,10 +195,10 @@ class TrainingJob:
         self.fit_time_s = time.perf_counter() - fit_started
 
     def finish(self) -> None:
-        """The final evaluation (unless the fit was interrupted or is to be requeued)."""
+        """The final evaluation (unless a signal stopped the fit or the fit was interrupted)."""
         trainer, checked = self.trainer, self.checked
-        if self.requeue is not None and self.requeue.requested:
-            self.status = "requeued"
+        if self.stop.signum is not None:
+            self.status = "requeued" if self.stop.requeues else "interrupted"
         elif not trainer.interrupted:
             if trainer.is_global_zero and (
                 warning := self.module.schedule.unfinished_cooldown(trainer.global_step)
@@ -197,11 +224,16 @@ class TrainingJob:
             self.cfg.output_dir,
         )
 
+    @property
+    def is_global_zero(self) -> bool:
+        trainer = self.trainer
+        return trainer.is_global_zero if trainer is not None else rank_zero_only.rank == 0
+
     def close(self) -> None:
         """Close the loggers and, on rank 0, write summary.json, however the job ended."""
         finish_loggers(self.loggers, self.status == "finished")
         trainer = self.trainer
-        if trainer.is_global_zero if trainer is not None else rank_zero_only.rank == 0:
+        if self.is_global_zero:
             summary = run_summary(
                 trainer,
                 self.module,
@@ -211,8 +243,72 @@ class TrainingJob:
                 overrides=self.overrides,
                 wall_time_s=time.perf_counter() - self.started,
                 fit_time_s=self.fit_time_s,
+                signum=self.stop.signum,
             )
             _write_summary(self.cfg.output_dir, summary)
+
+
+@contextlib.contextmanager
+def owning_run_directory(output_dir: str) -> Iterator[None]:
+    """Hold the run directory's lock for the job (global rank 0; the other ranks write under
+    its lock)."""
+    if rank_zero_only.rank != 0:
+        yield
+        return
+    with owning(output_dir):
+        yield
+
+
+def checkpoint_directories(callbacks: list) -> list[Path]:
+    """The directories the run's checkpoint callbacks write into."""
+    directories = []
+    for callback in callbacks:
+        if isinstance(callback, ModelCheckpoint) and callback.dirpath:
+            directories.append(Path(callback.dirpath))
+        elif isinstance(callback, LastCheckpoint):
+            directories.append(callback.path.parent)
+    return [d.absolute() for d in directories]
+
+
+def run_dir_option() -> str:
+    """The option that names a job's directory: ``hydra.sweep.dir`` in a multirun."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+    return "hydra.sweep.dir" if multirun else "hydra.run.dir"
+
+
+def check_training_budget(trainer_options: dict) -> None:
+    """Refuse ``trainer.max_steps=0``: Lightning would write untrained checkpoints as if
+    trained (-1 means no step limit: ``max_epochs`` or ``max_time`` ends the run)."""
+    if trainer_options.get("max_steps") == 0 and not trainer_options.get("fast_dev_run"):
+        raise UsageError(
+            "trainer.max_steps=0 trains nothing, yet would write checkpoints as if trained; set "
+            "a number of optimizer steps, or -1 to stop at trainer.max_epochs instead"
+        )
+
+
+def warn_about_vocabulary_size(data: DataConfig, vocab_size: int) -> None:
+    """Warn when a trained BPE holds more types than ``data.vocab_size`` asked for: the corpus's
+    characters and the special tokens alone outnumber it (the data module warns when a BPE falls
+    far below it)."""
+    if data.tokenizer == "bpe" and vocab_size > data.vocab_size:
+        log.warning(
+            "the joint BPE holds %d types, more than data.vocab_size=%d: its alphabet (every "
+            "character of the training text) and the special tokens alone take that many; set "
+            "data.vocab_size to at least %d for any merges",
+            vocab_size,
+            data.vocab_size,
+            vocab_size,
+        )
+
+
+def stop_on_signal() -> StopOnSignal:
+    """The job's :class:`StopOnSignal`: under a submitit launcher with its requeue signal."""
+    if under_submitit():
+        return StopOnSignal(submitit_signal(), submitit_handler())
+    return StopOnSignal()
 
 
 def describe_batch(trainer: pl.Trainer, max_tokens: int | None) -> str:

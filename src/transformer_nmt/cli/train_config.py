@@ -43,6 +43,7 @@ from transformer_nmt.model import TransformerConfig
 from transformer_nmt.model.config import TOKENIZER_FIELDS, WEIGHT_FREE_OPTIONS, shape_options
 from transformer_nmt.tracking.loggers import build_loggers
 from transformer_nmt.tracking.objective import final_eval_for
+from transformer_nmt.tracking.overrides import job_overrides
 from transformer_nmt.training.optimizer import AdamConfig
 from transformer_nmt.training.schedules import StepSchedule
 
@@ -116,6 +117,48 @@ def check_known_keys(cfg: DictConfig) -> None:
         unknown = sorted(set(cfg.get(name) or {}) - keys)
         if unknown:
             raise UsageError(f"unknown {name} option(s) {unknown}; valid keys are {sorted(keys)}")
+    check_added_top_level_keys(job_overrides(), primary_config_keys())
+
+
+def check_added_top_level_keys(overrides: list[str], known: set[str] | None) -> None:
+    """Refuse ``+key=value`` at a top-level key no config has (``+foo=1``, or a typo such as
+    ``+label_smothing=0.2``): nothing reads it. ``known``: the primary config's keys and groups
+    (None: unknown, no check)."""
+    if known is None:
+        return
+    for override in overrides:
+        if not override.startswith("+") or override.startswith("++"):
+            continue
+        key = override[1:].split("=", 1)[0]
+        top = key.split("@", 1)[0].split(".", 1)[0].split("/", 1)[0]
+        if top == "hydra" or top in known:
+            continue
+        raise UsageError(
+            f"+{key}: there is no top-level key {top!r}, so nothing would read it; the top-level "
+            f"keys are {sorted(known)}"
+        )
+
+
+def primary_config_keys() -> set[str] | None:
+    """The top-level keys of the running Hydra app's primary config (``conf/train.yaml``): its
+    own keys, those its defaults list fills, and the config groups of its directory; None
+    outside a Hydra job."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return None
+    hydra_cfg = HydraConfig.get()
+    sources = [s.path for s in hydra_cfg.runtime.config_sources if s.provider == "main"]
+    if not sources or not hydra_cfg.job.config_name:
+        return None
+    config_dir = Path(sources[0])
+    primary = OmegaConf.load(config_dir / f"{hydra_cfg.job.config_name}.yaml")
+    keys = {key for key in primary if key != "defaults"}
+    for entry in primary.get("defaults", []):
+        name = next(iter(entry)) if isinstance(entry, DictConfig) else str(entry)
+        keys.add(name.rsplit("@", 1)[-1] if "@" in name else name.split("/")[0])
+    keys |= {group.name for group in config_dir.iterdir() if group.is_dir()}
+    return keys - {"_self_"}
 
 
 def _checked(name: str, build):

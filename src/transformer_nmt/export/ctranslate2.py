@@ -29,6 +29,7 @@ from transformer_nmt.model import Transformer, TransformerConfig
 
 from .errors import raise_if_problems
 from .metadata import ExportMetadata
+from .output import check_export_output, export_inputs, weight_bytes
 from .verification import our_logits, probe_batch
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32")
@@ -151,7 +152,9 @@ def export_ctranslate2(
         metadata.write(directory)
         check_ctranslate2_scores(checkpoint, directory, tokens, quantization)
 
-    return write_directory_atomically(output_dir, build, overwrite=overwrite)
+    check_export_output(output_dir, export_inputs(checkpoint), overwrite)
+    size = weight_bytes(checkpoint.model)
+    return write_directory_atomically(output_dir, build, overwrite=overwrite, size=size)
 
 
 def check_ctranslate2_scores(

@@ -36,3 +36,7 @@ def import_ctranslate2():
             f"ctranslate2) ({error})"
         ) from error
     return ctranslate2
+
+
+class ExportOutputError(ValueError):
+    """The export's output may not be written or replaced; the message says why and what to do."""

@@ -33,6 +33,7 @@ from .errors import UnsupportedModelError, raise_if_problems
 from .hf_parameters import hf_state_dict
 from .metadata import ExportMetadata
 from .model_card import model_card
+from .output import check_export_output, export_inputs, weight_bytes
 from .verification import check_same_logits, our_logits, probe_batch
 
 # our norm -> (HF model_type, model class)
@@ -216,7 +217,9 @@ def export_huggingface(
             actual = hf_logits(reloaded, src, tgt_in, checkpoint.pad_id)
         check_same_logits(expected, actual, tgt_in, checkpoint.pad_id, "the exported HF model")
 
-    return write_directory_atomically(output_dir, build, overwrite=overwrite)
+    check_export_output(output_dir, export_inputs(checkpoint), overwrite)
+    size = weight_bytes(checkpoint.model)
+    return write_directory_atomically(output_dir, build, overwrite=overwrite, size=size)
 
 
 def hf_logits(hf_model, src_ids: Tensor, tgt_in_ids: Tensor, pad_id: int) -> Tensor:

@@ -1,1 +1,2 @@
-"""How a training process starts: DDP ranks from a Hydra job, and requeueing a submitit job."""
+"""How a training process starts and stops: DDP ranks from a Hydra job, stopping on a signal and
+requeueing a submitit job."""

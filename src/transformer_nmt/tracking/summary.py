@@ -1,6 +1,7 @@
 """``summary.json``: what one run did, for ``python report.py <sweep dir>``.
 
-Keys: ``status`` (finished | interrupted | requeued | failed) and ``error``; ``overrides``
+Keys: ``status`` (finished | interrupted | requeued | failed), ``error`` and ``signal`` (the
+signal that stopped an interrupted or requeued run, e.g. ``SIGTERM``); ``overrides``
 (the job's command-line overrides, which define it within a sweep); ``model`` (every
 TransformerConfig field), ``label_smoothing``, ``warmup``, ``scheduler``, ``params``; ``steps``,
 ``world_size``, ``wall_time_s`` (the whole job) and ``fit_time_s`` (``trainer.fit`` alone);
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,6 +41,7 @@ def run_summary(
     overrides: list[str] | None = None,
     wall_time_s: float | None = None,
     fit_time_s: float | None = None,
+    signum: int | None = None,
 ) -> dict:
     """The summary of a run; ``metrics`` is the run's :class:`LoggedMetrics`.
 
@@ -56,6 +59,7 @@ def run_summary(
     return {
         "status": status,
         "error": error,
+        "signal": None if signum is None else signal.Signals(signum).name,
         "overrides": list(overrides or []),
         "model": {} if module is None else dict(module.hparams.model_config),
         "label_smoothing": None if module is None else module.hparams.label_smoothing,
