@@ -4,6 +4,7 @@
     @run_if(package="ctranslate2")      # an optional dependency (pyproject's extras)
     @run_if(linux=True)                 # /proc and glibc
     @run_if(multi30k=True)              # the real Multi30k corpus in MULTI30K_DIR
+    @run_if(chromium=True)              # a headless browser: chromium, chromedriver, selenium
 
 It is ``pytest.mark.skipif``, so it also marks a whole module: ``pytestmark = run_if(...)``.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -33,12 +35,31 @@ def _missing_multi30k() -> str:
     return f"set MULTI30K_DIR to a directory holding Multi30k's {MULTI30K_FILES}{found}"
 
 
+def chromium_location() -> tuple[str, str] | None:
+    """(chromium, chromedriver) as found on PATH, or None unless both are there."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    return (browser, driver) if browser and driver else None
+
+
+def _missing_chromium() -> str:
+    missing = []
+    if chromium_location() is None:
+        missing.append(
+            "chromium and chromedriver on PATH (apt-get install chromium chromium-driver)"
+        )
+    if importlib.util.find_spec("selenium") is None:
+        missing.append("the package selenium (pip install -e '.[dev]')")
+    return "needs " + " and ".join(missing) if missing else ""
+
+
 def run_if(
     *,
     min_gpus: int = 0,
     package: str | None = None,
     linux: bool = False,
     multi30k: bool = False,
+    chromium: bool = False,
 ) -> pytest.MarkDecorator:
     """A ``skipif`` mark whose reason names every requirement this machine lacks."""
     missing = []
@@ -50,4 +71,6 @@ def run_if(
         missing.append("needs Linux (/proc, glibc)")
     if multi30k and multi30k_location() is None:
         missing.append(_missing_multi30k())
+    if chromium and _missing_chromium():
+        missing.append(_missing_chromium())
     return pytest.mark.skipif(bool(missing), reason="; ".join(missing))
