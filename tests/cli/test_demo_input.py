@@ -2,7 +2,7 @@
 the fix (never a traceback), the next request served as usual; one ``error:`` at start for a
 model that cannot be loaded."""
 
-import builtins
+import importlib.util
 import logging
 
 import pytest
@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 
 from tests.helpers.tiny_checkpoint import MODEL_MAX_LEN
 from transformer_nmt.checkpoint import CheckpointError, load_checkpoint
-from transformer_nmt.cli.demo import import_page_libraries, load_demo_model
+from transformer_nmt.cli.demo import check_page_libraries, load_demo_model
 from transformer_nmt.cli.errors import USER_ERRORS, UsageError
 from transformer_nmt.decoding import SearchOptions
 from transformer_nmt.demo.models import CheckpointModel
@@ -132,13 +132,11 @@ def test_a_missing_hf_folder_is_one_user_error(tmp_path):
 
 
 def test_without_gradio_the_demo_says_what_to_install(monkeypatch):
-    real_import = builtins.__import__
-
-    def no_gradio(name, *args, **kwargs):
-        if name == "gradio":
-            raise ImportError("No module named 'gradio'")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_gradio)
-    with pytest.raises(MissingDependencyError, match=r'pip install -e "\.\[demo\]"'):
-        import_page_libraries()
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name: None if name == "gradio" else find_spec(name)
+    )
+    with pytest.raises(
+        MissingDependencyError, match=r'pip install -e "\.\[demo\]" \(missing: gradio\)'
+    ):
+        check_page_libraries()
