@@ -80,20 +80,23 @@ def load_demo_model(cfg: DictConfig):
         )
     options = search_options(cfg)
     device = resolve_device(cfg.device)
-    if cfg.get("ckpt_path"):
-        checkpoint = load_from_config(cfg, device)
-    elif cfg.get("hf_dir"):
-        from transformer_nmt.export.marian_import import import_marian
-
-        checkpoint = import_marian(to_absolute_path(cfg.hf_dir))
-        checkpoint.model.to(device)
-    else:
+    if cfg.get("model_dir"):
         from transformer_nmt.evaluation import CTranslate2Translator
 
         translator = CTranslate2Translator(to_absolute_path(cfg.model_dir), options, device=device)
-        return CTranslate2Model(translator)
-    check_beam_size(options, checkpoint.model, checkpoint.bos_id, checkpoint.eos_id)
-    return CheckpointModel(checkpoint, options)
+        model = CTranslate2Model(translator)
+    else:
+        if cfg.get("ckpt_path"):
+            checkpoint = load_from_config(cfg, device)
+        else:
+            from transformer_nmt.export.marian_import import import_marian
+
+            checkpoint = import_marian(to_absolute_path(cfg.hf_dir))
+            checkpoint.model.to(device)
+        check_beam_size(options, checkpoint.model, checkpoint.bos_id, checkpoint.eos_id)
+        model = CheckpointModel(checkpoint, options)
+    model.name = str(cfg[given[0]])  # the page names the model as the command line did
+    return model
 
 
 def page_theme():

@@ -49,7 +49,7 @@ def build_page(model: DemoModel, max_words: int):
                 with gr.Row():
                     beam_size = gr.Slider(
                         1, model.most_beams, value=min(options.beam_size, model.most_beams),
-                        step=1, label="beam size (1 = greedy)", elem_id="beam-size",
+                        step=1, label="beam size (1: greedy)", elem_id="beam-size",
                     )  # fmt: skip
                     length_penalty = gr.Number(
                         value=options.length_penalty, minimum=0, step=0.1,
@@ -65,6 +65,7 @@ def build_page(model: DemoModel, max_words: int):
         nbest = gr.Dataframe(
             headers=NBEST_HEADERS, label="n-best list (score = log p / ((5 + |Y|) / 6)^α)",
             interactive=False, wrap=True, elem_id="nbest",
+            column_widths=["7%", "63%", "10%", "10%", "10%"],
         )  # fmt: skip
         state = gr.State(PageState())
         if model.has_attention:
