@@ -1,15 +1,19 @@
 """Attention maps of a model: what every map of each kind must be, the same on either attention
 path, unchanged by padding, dropout or the model's mode."""
 
+import numpy as np
 import pytest
 import torch
 
 from tests.helpers.tiny_model import PAD, tiny_config
 from transformer_nmt.evaluation.attention import (
     KINDS,
+    SentenceMaps,
     attention_figure,
     attention_for_pair,
     attention_maps,
+    load_attention_maps,
+    record_attention,
 )
 from transformer_nmt.model import Transformer
 
@@ -92,8 +96,38 @@ def test_figure_labels_every_token_on_its_axis():
     figure = attention_figure(panels, queries=target, keys=source, title="cross")
     first, second = figure.axes
     assert [label.get_text() for label in first.get_xticklabels()] == source
-    assert [label.get_text() for label in second.get_yticklabels()] == target
-    assert second.get_title() == "layer 1" and figure.get_suptitle() == "cross"
+    assert [label.get_text() for label in first.get_yticklabels()] == target
+    assert [label.get_text() for label in second.get_xticklabels()] == source
+    assert not second.get_yticklabels()  # the row's queries are labelled once, on the left
+    largest = max(float(layer.mean(0).max()) for layer in weights)  # one scale for all panels
+    assert figure.get_suptitle() == f"cross (colour: 0 to {largest:.2f})"
+    assert first.get_images()[0].get_clim() == pytest.approx((0.0, largest))
+    assert second.get_title() == "layer 1"
     image = first.get_images()[0].get_array()
     assert image.shape == (5, 6)
     torch.testing.assert_close(torch.as_tensor(image.data), weights[0].mean(0))
+
+
+def test_a_validation_record_holds_every_view_as_png_and_the_maps_read_back(tmp_path):
+    net = model()
+    source, target = ["a", "b", "c", "d", "e", "</s>"], ["<s>", "v", "w", "x", "y"]
+    short = attention_for_pair(net, SRC[1, :3], TGT[1, :3], kinds=["cross", "decoder_self"])
+    long = attention_for_pair(net, SRC[0], TGT[0], kinds=["cross", "decoder_self"])
+    as_numpy = lambda maps: {kind: weights.numpy() for kind, weights in maps.items()}  # noqa: E731
+    sentences = [
+        SentenceMaps(["a", "b", "</s>"], ["<s>", "v", "w"], as_numpy(short)),
+        SentenceMaps(source, target, as_numpy(long)),
+    ]
+    written = record_attention(tmp_path, 40, sentences)
+    names = [f"sentence_{i}/{kind}_{view}" for i in (0, 1) for kind in ("cross", "decoder_self")
+             for view in ("mean", "heads")]  # fmt: skip
+    assert [name for name, *_ in written] == names
+    for name, path, png, height, width in written:
+        assert path == tmp_path / "step_000040" / f"{name.replace('/', '_')}.png"
+        assert path.read_bytes() == png and png.startswith(b"\x89PNG") and height < width
+    step, loaded = load_attention_maps(tmp_path / "maps.npz")
+    assert step == 40 and loaded[1].src_tokens == source and loaded[1].tgt_tokens == target
+    assert loaded[0].src_tokens == ["a", "b", "</s>"]
+    for kind in ("cross", "decoder_self"):
+        np.testing.assert_array_equal(loaded[1].maps[kind], long[kind].numpy())
+    assert not list(tmp_path.glob("**/.*tmp"))  # written atomically
