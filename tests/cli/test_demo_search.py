@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
+from tests.helpers.run_if import run_if
 from transformer_nmt.checkpoint import load_checkpoint
 from transformer_nmt.cli.demo import load_demo_model
 from transformer_nmt.decoding import SearchOptions, gnmt_length_penalty
@@ -55,13 +56,13 @@ def test_attention_has_every_layer_and_head_with_rows_that_sum_to_one(checkpoint
     assert len(maps.predicted_tokens) == n_predicted == len(maps.decoder_input_tokens)
     shapes = {
         "cross": (config.n_decoder_layers, config.n_heads, n_predicted, len(maps.source_tokens)),
-        "encoder self": (config.n_encoder_layers, config.n_heads, *[len(maps.source_tokens)] * 2),
-        "decoder self": (config.n_decoder_layers, config.n_heads, n_predicted, n_predicted),
+        "encoder_self": (config.n_encoder_layers, config.n_heads, *[len(maps.source_tokens)] * 2),
+        "decoder_self": (config.n_decoder_layers, config.n_heads, n_predicted, n_predicted),
     }
     assert {kind: weights.shape for kind, weights in maps.weights.items()} == shapes
     for weights in maps.weights.values():
         np.testing.assert_allclose(weights.sum(axis=-1), 1.0, atol=1e-5)
-    assert np.triu(maps.weights["decoder self"][0, 0], k=1).max() == 0  # causal
+    assert np.triu(maps.weights["decoder_self"][0, 0], k=1).max() == 0  # causal
 
 
 def test_the_heatmap_draws_the_chosen_head_or_the_mean_with_tokens_on_its_axes(checkpoint):
@@ -93,3 +94,21 @@ def test_a_hugging_face_export_is_tried_with_our_search_and_its_attention(marian
     assert translation.candidates[0].text == expected.translate(["a b c"])[0]
     maps = model.attention(translation, 0)
     assert maps.weights["cross"].shape[-1] == len(translation.source_ids)
+
+
+@pytest.mark.slow
+@run_if(package="ctranslate2")
+def test_a_ctranslate2_export_gives_translate_py_s_best_first_and_no_attention(toys, ct2_dirs):
+    from transformer_nmt.demo.models import CTranslate2Model
+    from transformer_nmt.evaluation import CTranslate2Translator
+
+    options = SearchOptions(beam_size=3, length_penalty=1.0, max_len_b=12)
+    translator = CTranslate2Translator(ct2_dirs["post", "float32"], options)
+    model = CTranslate2Model(CTranslate2Translator(ct2_dirs["post", "float32"], options))
+    texts = toys["post"].val_texts[:8]
+    for text, expected in zip(texts, translator.translate(texts), strict=True):
+        translation = model.translate(text, 3, 1.0)
+        assert translation.candidates[0].text == expected
+        scores = [candidate.score for candidate in translation.candidates]
+        assert scores == sorted(scores, reverse=True) and len(scores) <= 3
+    assert model.attention(translation, 0) is None and not model.has_attention

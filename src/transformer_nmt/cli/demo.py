@@ -46,9 +46,10 @@ def demo_command(cfg: DictConfig) -> None:
             server_name=cfg.host, server_port=cfg.port, show_error=False, quiet=True,
             footer_links=[], theme=page_theme(), prevent_thread_lock=True,
         )  # fmt: skip
-    except OSError as error:
+    except OSError as error:  # Gradio: "Cannot find empty port …"; or a host not of this machine
         raise UsageError(
-            f"cannot serve on {cfg.host}:{cfg.port} ({error}); choose another port=…"
+            f"cannot serve on {cfg.host}:{cfg.port}: the port is in use (or the host is not "
+            f"this machine's); choose another with port=… (or host=…)"
         ) from error
     log.info("%s on %s (Ctrl+C stops it)", model.name, url)
     page.block_thread()

@@ -1,4 +1,5 @@
-"""Every head's attention for one source and one output, by teacher forcing, and its heatmap.
+"""Every head's attention for one source and one output, by teacher forcing
+(:func:`~transformer_nmt.evaluation.attention.attention_for_pair`), and its interactive heatmap.
 
 The output is fed to the decoder as BOS + output tokens; the position that reads token t_i
 predicts t_(i+1), so decoder rows are labelled by the token each position predicts (the output
@@ -8,20 +9,12 @@ the decoder reads (BOS, then the output tokens).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
-from transformer_nmt.model import Transformer
-
-# what the page calls each kind -> the attention modules' names in the model (layer i in between)
-KINDS = {
-    "cross": ("decoder.layers.", ".cross_attention"),
-    "encoder self": ("encoder.layers.", ".self_attention"),
-    "decoder self": ("decoder.layers.", ".self_attention"),
-}
+# the kinds as the page lists them (evaluation.attention.KINDS), cross-attention first
+KINDS = ("cross", "encoder_self", "decoder_self")
 MEAN_OVER_HEADS = "mean"
 
 
@@ -44,7 +37,7 @@ class AttentionMaps:
 
     def axes(self, kind: str) -> tuple[list[str], list[str]]:
         """(query tokens, key tokens) of a kind: its heatmap's rows and columns."""
-        if kind == "encoder self":
+        if kind == "encoder_self":
             return self.source_tokens, self.source_tokens
         if kind == "cross":
             return self.predicted_tokens, self.source_tokens
@@ -56,31 +49,6 @@ class AttentionMaps:
         return weights.mean(axis=0) if head == MEAN_OVER_HEADS else weights[int(head)]
 
 
-def attention_for_pair(
-    model: Transformer, src_ids: Sequence[int], tgt_in_ids: Sequence[int]
-) -> dict[str, np.ndarray]:
-    """Attention weights of every head of every layer when ``model`` reads source ids (with
-    their EOS) and teacher-forced decoder input ids (BOS + output): {kind: [layers, heads,
-    queries, keys]} for the kinds of :data:`KINDS`."""
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode(), model.capture_attention() as maps:
-            model(torch.tensor([list(src_ids)], device=device),
-                  torch.tensor([list(tgt_in_ids)], device=device))  # fmt: skip
-    finally:
-        model.train(was_training)
-    by_kind = {}
-    for kind, (prefix, suffix) in KINDS.items():
-        layers = sorted(
-            (name for name in maps if name.startswith(prefix) and name.endswith(suffix)),
-            key=lambda name: int(name[len(prefix) : -len(suffix)]),
-        )
-        by_kind[kind] = torch.stack([maps[name][0] for name in layers]).float().cpu().numpy()
-    return by_kind
-
-
 def heatmap(maps: AttentionMaps, kind: str, layer: int, head: int | str):
     """A plotly heatmap of one head (or the mean over heads): queries as rows, keys as columns,
     each axis labelled with its tokens; hovering shows the token pair and the weight."""
@@ -90,6 +58,7 @@ def heatmap(maps: AttentionMaps, kind: str, layer: int, head: int | str):
     rows, columns = ([_escaped(token) for token in axis] for axis in maps.axes(kind))
     pairs = [[(query, key) for key in columns] for query in rows]
     which = "mean over heads" if head == MEAN_OVER_HEADS else f"head {int(head) + 1}"
+    name = kind.replace("_", " ")
     figure = go.Figure(
         go.Heatmap(
             z=weights,
@@ -104,7 +73,7 @@ def heatmap(maps: AttentionMaps, kind: str, layer: int, head: int | str):
     )
     cell = 24
     figure.update_layout(
-        title=dict(text=f"{kind} attention, layer {layer + 1}, {which}", x=0.01, y=0.99),
+        title=dict(text=f"{name} attention, layer {layer + 1}, {which}", x=0.01, y=0.99),
         xaxis=dict(tickvals=list(range(len(columns))), ticktext=columns, tickangle=-60,
                    title=_KEY_AXIS[kind]),
         yaxis=dict(tickvals=list(range(len(rows))), ticktext=rows, autorange="reversed",
@@ -120,13 +89,7 @@ def _escaped(token: str) -> str:
     return token.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-_QUERY_AXIS = {
-    "cross": "output token",
-    "encoder self": "source token",
-    "decoder self": "output token",
-}
-_KEY_AXIS = {
-    "cross": "source token",
-    "encoder self": "source token",
-    "decoder self": "decoder input",
-}
+_QUERY_AXIS = {"cross": "output token", "encoder_self": "source token",
+               "decoder_self": "output token"}  # fmt: skip
+_KEY_AXIS = {"cross": "source token", "encoder_self": "source token",
+             "decoder_self": "decoder input"}  # fmt: skip

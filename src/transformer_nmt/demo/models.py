@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass, replace
+from functools import partial
 
 import torch
 
@@ -24,8 +25,9 @@ from transformer_nmt.decoding import (
     largest_beam_size,
 )
 from transformer_nmt.evaluation import TextTranslator, Translator
+from transformer_nmt.evaluation.attention import attention_for_pair
 
-from .attention import AttentionMaps, attention_for_pair
+from .attention import KINDS, AttentionMaps
 
 MOST_BEAMS = 16  # the page's beam-size slider ends here (or at what the vocabulary allows)
 
@@ -122,12 +124,17 @@ class CheckpointModel(DemoModel):
             decoder_input, predicted = decoder_input[:-1], predicted[:-1]  # nothing shown
         if not predicted:
             return None
+        device = next(self.model.parameters()).device
+        as_tensor = partial(torch.tensor, device=device)
         with self._lock:
-            weights = attention_for_pair(self.model, translation.source_ids, decoder_input)
+            weights = attention_for_pair(
+                self.model, as_tensor(translation.source_ids), as_tensor(decoder_input), KINDS
+            )
         tokens = tokenizer.convert_ids_to_tokens
         return AttentionMaps(
-            weights, tokens(translation.source_ids), tokens(decoder_input), tokens(predicted)
-        )
+            {kind: maps.numpy() for kind, maps in weights.items()},
+            tokens(translation.source_ids), tokens(decoder_input), tokens(predicted),
+        )  # fmt: skip
 
 
 class CTranslate2Model(DemoModel):

@@ -78,7 +78,10 @@ def build_page(model: DemoModel, max_words: int):
                 hypothesis = gr.Dropdown(
                     choices=[("1", 0)], value=0, label="hypothesis", elem_id="hypothesis"
                 )
-                kind = gr.Radio(list(KINDS), value="cross", label="kind", elem_id="kind")
+                kind = gr.Radio(
+                    [(kind.replace("_", " "), kind) for kind in KINDS], value="cross",
+                    label="kind", elem_id="kind",
+                )  # fmt: skip
                 layer = gr.Dropdown(
                     choices=_layer_choices(config.n_decoder_layers), value=0, label="layer",
                     elem_id="layer",
@@ -131,7 +134,7 @@ def build_page(model: DemoModel, max_words: int):
             def new_kind(page_state, rank, chosen_kind, chosen_layer, chosen_head):
                 n_layers = (
                     config.n_encoder_layers
-                    if chosen_kind == "encoder self"
+                    if chosen_kind == "encoder_self"
                     else config.n_decoder_layers
                 )
                 chosen_layer = min(int(chosen_layer or 0), n_layers - 1)
