@@ -10,8 +10,8 @@ from omegaconf import OmegaConf
 
 from tests.helpers.tiny_checkpoint import MODEL_MAX_LEN
 from transformer_nmt.checkpoint import CheckpointError, load_checkpoint
-from transformer_nmt.cli.demo import check_page_libraries, load_demo_model
-from transformer_nmt.cli.errors import USER_ERRORS, UsageError
+from transformer_nmt.cli.demo import check_page_libraries, demo_command, load_demo_model
+from transformer_nmt.cli.errors import USER_ERRORS, UsageError, exit_on_user_error
 from transformer_nmt.decoding import SearchOptions
 from transformer_nmt.demo.models import CheckpointModel
 from transformer_nmt.demo.page import _translate
@@ -103,7 +103,8 @@ def test_a_source_over_the_model_length_is_cut_and_says_so(demo_model):
 
 
 def demo_config(**keys):
-    fields = {"ckpt_path": None, "hf_dir": None, "model_dir": None, "tokenizer_dir": None}
+    fields = {"ckpt_path": None, "hf_dir": None, "model_dir": None, "tokenizer_dir": None,
+              "host": "127.0.0.1", "port": 7860, "max_words": 200, "threads": 1}  # fmt: skip
     return OmegaConf.create(
         {**fields, "device": "cpu", "search": OmegaConf.structured(SearchOptions()), **keys}
     )
@@ -124,6 +125,30 @@ def test_a_missing_or_corrupt_checkpoint_is_one_user_error(tmp_path, workspace):
         load_demo_model(demo_config(ckpt_path=str(corrupt)))
     for caught in (missing, broken):
         assert isinstance(caught.value, USER_ERRORS) and "\n" not in str(caught.value)
+
+
+def test_demo_py_stops_at_start_with_one_error_line_for_a_corrupt_checkpoint(
+    tmp_path, workspace, capsys
+):
+    corrupt = tmp_path / "corrupt.ckpt"
+    corrupt.write_bytes(workspace.ckpt_path.read_bytes()[:5000])
+    with pytest.raises(SystemExit) as stopped:
+        exit_on_user_error(demo_command, demo_config(ckpt_path=str(corrupt)))
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert stopped.value.code == 1 and "Traceback" not in "\n".join(lines)
+    assert lines[-1].startswith(f"error: {corrupt} is not a PyTorch checkpoint")
+    assert sum(line.startswith("error: ") for line in lines) == 1
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [({"port": 0}, "port must be 1 to 65535, got 0"),
+     ({"max_words": 0}, "max_words must be a positive integer, got 0"),
+     ({"threads": 0}, "threads must be a positive integer, got 0")],
+)  # fmt: skip
+def test_demo_py_options_out_of_range_are_usage_errors(workspace, keys, message):
+    with pytest.raises(UsageError, match=message):
+        demo_command(demo_config(ckpt_path=str(workspace.ckpt_path), **keys))
 
 
 def test_a_missing_hf_folder_is_one_user_error(tmp_path):
