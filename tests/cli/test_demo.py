@@ -1,7 +1,9 @@
 """``python demo.py`` end to end: the page served on 127.0.0.1, driven in a headless Chromium
 (the system's, with its chromedriver): typed text gets translate.py's translation and an
-attention heatmap; an empty box gets a message, and the page keeps answering."""
+attention heatmap whose cells name their token pair and weight on hover; an empty box gets a
+message, and the page keeps answering."""
 
+import re
 import socket
 import subprocess
 import time
@@ -56,6 +58,7 @@ def browser():
 
 
 def test_the_page_translates_as_translate_py_and_draws_the_attention(tmp_path, toys, browser):
+    from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import WebDriverWait
@@ -104,6 +107,15 @@ def test_the_page_translates_as_translate_py_and_draws_the_attention(tmp_path, t
         kind, rows, columns, images, title = drawn
         assert (kind, columns, images) == ("heatmap", source_tokens, 1)
         assert rows >= 1 and title == "cross attention, layer 1, mean over heads"
+        cell = browser.find_element(By.CSS_SELECTOR, "#attention .nsewdrag")
+        ActionChains(browser).move_to_element(cell).perform()  # the middle cell's hover label
+        hover = wait.until(
+            lambda page: page.execute_script(
+                "const label = document.querySelector('#attention .hoverlayer .hovertext');"
+                "return label && label.textContent;"
+            )
+        )
+        assert re.fullmatch(r".+ → .+weight [01]\.\d{3}", hover), hover
         nbest = browser.find_element(By.ID, "nbest").text
         assert expected.stdout.strip() in nbest
         browser.save_screenshot(str(tmp_path / "demo.png"))
