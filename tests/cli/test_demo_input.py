@@ -8,6 +8,7 @@ import logging
 import pytest
 from omegaconf import OmegaConf
 
+from tests.helpers import run_if as run_if_module
 from tests.helpers.tiny_checkpoint import MODEL_MAX_LEN
 from transformer_nmt.checkpoint import CheckpointError, load_checkpoint
 from transformer_nmt.cli.demo import check_page_libraries, demo_command, load_demo_model
@@ -165,3 +166,10 @@ def test_without_gradio_the_demo_says_what_to_install(monkeypatch):
         MissingDependencyError, match=r'pip install -e "\.\[demo\]" \(missing: gradio\)'
     ):
         check_page_libraries()
+
+
+def test_without_chromium_the_browser_test_is_skipped_saying_what_to_install(monkeypatch):
+    monkeypatch.setattr(run_if_module.shutil, "which", lambda name: None)
+    mark = run_if_module.run_if(chromium=True)
+    assert mark.args == (True,)
+    assert "apt-get install chromium chromium-driver" in mark.kwargs["reason"]
