@@ -11,7 +11,8 @@
 - ``hydra_config``: ``conf/`` composed as ``train.py`` composes it.
 - ``tiny_runs``: the overrides that shrink a ``train.py`` run to seconds, and its logged metrics.
 - ``wandb_records``: an offline W&B run's name, group and config, read from its files.
-- ``run_if``: ``@run_if(...)``, the one way a test skips: GPU, optional package, Linux, Multi30k.
+- ``run_if``: ``@run_if(...)``, the one way a test skips: GPU, optional package, Linux, Multi30k,
+  Chromium.
 - ``slow``: fixtures that train or start processes, and the check that their tests are slow.
 """
 

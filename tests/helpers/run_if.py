@@ -5,6 +5,7 @@
     @run_if(linux=True)                 # /proc and glibc
     @run_if(multi30k=True)              # the real Multi30k corpus in MULTI30K_DIR
     @run_if(slurm=True)                 # a SLURM cluster that answers `sinfo` (.ci/start-slurm)
+    @run_if(chromium=True)              # a headless browser: chromium, chromedriver, selenium
 
 It is ``pytest.mark.skipif``, so it also marks a whole module: ``pytestmark = run_if(...)``.
 """
@@ -57,6 +58,24 @@ def _missing_slurm() -> str | None:
     return None
 
 
+def chromium_location() -> tuple[str, str] | None:
+    """(chromium, chromedriver) as found on PATH, or None unless both are there."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    return (browser, driver) if browser and driver else None
+
+
+def _missing_chromium() -> str:
+    missing = []
+    if chromium_location() is None:
+        missing.append(
+            "chromium and chromedriver on PATH (apt-get install chromium chromium-driver)"
+        )
+    if importlib.util.find_spec("selenium") is None:
+        missing.append("the package selenium (pip install -e '.[dev]')")
+    return "needs " + " and ".join(missing) if missing else ""
+
+
 def run_if(
     *,
     min_gpus: int = 0,
@@ -64,6 +83,7 @@ def run_if(
     linux: bool = False,
     multi30k: bool = False,
     slurm: bool = False,
+    chromium: bool = False,
 ) -> pytest.MarkDecorator:
     """A ``skipif`` mark whose reason names every requirement this machine lacks."""
     missing = []
@@ -77,4 +97,6 @@ def run_if(
         missing.append(_missing_multi30k())
     if slurm and _missing_slurm() is not None:
         missing.append(_missing_slurm())
+    if chromium and _missing_chromium():
+        missing.append(_missing_chromium())
     return pytest.mark.skipif(bool(missing), reason="; ".join(missing))

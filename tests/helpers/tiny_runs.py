@@ -36,6 +36,7 @@ def tiny_run_overrides(corpus_dir: Path, cache_dir: Path) -> list[str]:
         "trainer.enable_progress_bar=false",
         "trainer.enable_model_summary=false",
         "logger=csv",
+        "callbacks.attention_maps=null",  # its drawing process: seconds; the sweeps keep it
     ]
 
 
@@ -48,6 +49,7 @@ def ablation_overrides(tiny_overrides: list[str]) -> list[str]:
     """The tiny data/trainer overrides for ``experiment=multi30k_base``: without the group
     choices it makes, and with its model and budget cut to 8 steps."""
     dropped = ("data=", "model", "trainer=", "scheduler.", "trainer.max_steps", "trainer.val_")
+    dropped += ("callbacks.attention_maps",)
     budget = ["trainer.max_steps=8", "trainer.val_check_interval=4", "scheduler.warmup=20"]
     return without(tiny_overrides, *dropped) + TINY_MODEL + budget
 

@@ -1,6 +1,7 @@
 """Lightning callbacks, one per file: checkpoints, throughput, the training log, the progress
-bar, dropout seeds, sample translations and BLEU during training."""
+bar, dropout seeds, sample translations, attention maps and BLEU during training."""
 
+from .attention_maps import AttentionMaps
 from .bleu import BleuCallback
 from .last_checkpoint import LastCheckpoint
 from .model_summary import ModelSummary
@@ -11,6 +12,7 @@ from .throughput import TokenThroughput
 from .training_log import TrainingLog
 
 __all__ = [
+    "AttentionMaps",
     "BleuCallback",
     "LastCheckpoint",
     "ModelSummary",
