@@ -92,11 +92,12 @@ def _fit(cfg: DictConfig) -> float | None:
                 job.status, job.error = "failed", f"{type(exception).__name__}: {exception}"
                 raise
             finally:
+                job.stop.closing()
                 job.close()
     if job.status == "requeued":
         job.stop.requeue()  # rank 0: submitit requeues the job and exits this process
         return None
-    if job.stop.signum is not None:
+    if job.status == "interrupted" and job.stop.signum is not None:
         if job.is_global_zero:
             raise SystemExit(job.stop.exit_status())
         return None
