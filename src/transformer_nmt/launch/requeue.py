@@ -11,7 +11,8 @@ them, at any moment of ``train.py``, end the same way. The contract:
 * During training the signal is only noted. Training stops at the end of the current optimizer
   step (with gradient accumulation: after the step's last batch), every rank at the same step
   (the ranks agree at each batch end, one all-reduce), and ``LastCheckpoint`` writes
-  ``last.ckpt`` there, atomically. A validation under way runs to its end first.
+  ``last.ckpt`` there, atomically. A validation under way runs to its end first, and Lightning
+  validates once more at the stop step (as at any early stop), after ``last.ckpt`` is written.
 * Before training (reading data, training the BPE) or after it (the final evaluation) nothing is
   left to save: the job stops at once.
 * Then, however it stopped, the job skips the final evaluation, closes its loggers, writes
