@@ -190,7 +190,8 @@ def test_a_checkpoint_carries_its_tokenizer_to_where_the_cache_is_gone(
     loaded = load_checkpoint(tmp_path / "portable.ckpt")
     assert loaded.tokenizer.get_vocab() == workspace.tokenizer.get_vocab()
     assert Path(loaded.tokenizer_dir).parent == tmp_path / "cache" / "tokenizers"
-    averaged = average_checkpoints([tmp_path / "portable.ckpt"] * 2, tmp_path / "avg.ckpt")
+    copy = shutil.copy(tmp_path / "portable.ckpt", tmp_path / "copy.ckpt")
+    averaged = average_checkpoints([tmp_path / "portable.ckpt", copy], tmp_path / "avg.ckpt")
     assert load_checkpoint(averaged).tokenizer.get_vocab() == workspace.tokenizer.get_vocab()
 
 

@@ -1,5 +1,6 @@
 """Config composition: every option of every group, every experiment, and `--cfg job`."""
 
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -146,7 +147,8 @@ def test_every_recipe_can_be_checked_in_seconds(experiment, debug, tmp_path):
 
 def test_resuming_checks_the_checkpoint_before_the_data(tmp_path, workspace):
     model = workspace.model.config.to_dict()
-    averaged = average_checkpoints([workspace.ckpt_path] * 2, tmp_path / "averaged.ckpt")
+    copy = shutil.copy(workspace.ckpt_path, tmp_path / "copy.ckpt")
+    averaged = average_checkpoints([workspace.ckpt_path, copy], tmp_path / "averaged.ckpt")
     cfg = compose_train(f"ckpt_path={averaged}", output_dir=str(tmp_path))
     with pytest.raises(CheckpointError, match="no optimizer or loop state"):
         plan_resume(cfg, model, callbacks=[])

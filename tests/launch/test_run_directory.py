@@ -124,6 +124,8 @@ def test_overwrite_run_removes_the_checkpoints_of_the_run_before(tmp_path):
 def test_train_py_refuses_a_directory_in_use_and_another_runs_checkpoints(tiny_overrides, tmp_path):
     run_dir = tmp_path / "run"
     write_lock(run_dir, Owner.this_process())  # this test process owns it, alive
+    (run_dir / "train.log").write_text("the owner's log\n")
+    (run_dir / "summary.json").write_text('{"status": "finished"}')
     busy = run_script("train.py", *tiny_overrides, f"hydra.run.dir={run_dir}", cwd=tmp_path)
     assert busy.returncode == 1
     lines = [line for line in busy.stderr.splitlines() if line.startswith("error:")]
@@ -133,6 +135,7 @@ def test_train_py_refuses_a_directory_in_use_and_another_runs_checkpoints(tiny_o
         f"{socket.gethostname()}, pid {os.getpid()}, since "
     )
     assert read_owner(run_dir / LOCK_FILE).pid == os.getpid()  # still ours
+    assert (run_dir / "train.log").read_text() == "the owner's log\n"  # not a line written
 
     (run_dir / LOCK_FILE).unlink()
     checkpoints_of_a_run(run_dir)
@@ -141,3 +144,6 @@ def test_train_py_refuses_a_directory_in_use_and_another_runs_checkpoints(tiny_o
     assert f"error: run directory {run_dir} holds the checkpoints of another run" in taken.stderr
     assert (run_dir / "checkpoints" / "last.ckpt").read_bytes() == b"weights"
     assert not (run_dir / LOCK_FILE).exists()  # released on the way out
+    log = (run_dir / "train.log").read_text()  # the other run's: no error or traceback added
+    assert log.startswith("the owner's log\n") and "error" not in log and "Traceback" not in log
+    assert (run_dir / "summary.json").read_text() == '{"status": "finished"}'

@@ -121,3 +121,12 @@ def test_sigterm_saves_the_step_exits_143_and_resume_auto_continues_bit_identica
     for key, value in final_ref["state_dict"].items():
         assert torch.equal(final_res["state_dict"][key], value), key
     assert json.loads((stopped / "summary.json").read_text())["status"] == "finished"
+
+
+def test_a_signal_while_the_job_closes_changes_nothing(caplog):
+    stop = StopOnSignal()
+    with stop.handling_signals():
+        stop.closing()
+        os.kill(os.getpid(), signal.SIGTERM)  # no exception: summary.json gets written
+    assert stop.signum is None
+    assert "received SIGTERM while the job closes its loggers: it ends anyway" in caplog.text

@@ -97,8 +97,8 @@ def average_checkpoints(paths: Sequence[Path | str], out_path: Path | str) -> Pa
     paths, out_path = [Path(p) for p in paths], Path(out_path)
     if not paths:
         raise CheckpointError("no checkpoints to average; give inputs=[a.ckpt,b.ckpt,...]")
-    _require_distinct(paths)
     _require_writable_output(out_path)
+    _require_distinct(paths)
     first = read_checkpoint(paths[0])
 
     def state_dicts():

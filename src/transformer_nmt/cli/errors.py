@@ -69,7 +69,8 @@ def exit_on_user_error(command: Callable[[DictConfig], Result], cfg: DictConfig)
     try:
         return command(cfg)
     except USER_ERRORS as error:
-        _log_traceback_to_files(error)
+        if not isinstance(error, RunDirectoryBusy):  # its log file is another run's
+            _log_traceback_to_files(error)
         print(f"error: {error}", file=sys.stderr)
         if _in_multirun():
             raise JobFailed(f"error: {error}") from error

@@ -33,7 +33,7 @@ from transformer_nmt.launch.requeue import (
     submitit_signal,
     under_submitit,
 )
-from transformer_nmt.launch.run_directory import claim_for_new_run, owning
+from transformer_nmt.launch.run_directory import RunDirectoryBusy, claim_for_new_run, owning
 from transformer_nmt.private_api import offer_to_model_checkpoint
 from transformer_nmt.tracking.loggers import (
     LoggedMetrics,
@@ -72,27 +72,32 @@ def train(cfg: DictConfig) -> float | None:
 
 
 def _fit(cfg: DictConfig) -> float | None:
-    silence_library_notices()
-    if cfg.get("keep_freed_host_memory", False) and keep_freed_memory():
-        log.info("glibc keeps freed memory in the heap (keep_freed_host_memory=true)")
-    pl.seed_everything(cfg.seed, workers=True)
-    job = TrainingJob(cfg)
-    with owning_run_directory(cfg.output_dir), job.stop.handling_signals():
-        try:
-            job.build()
-            job.fit()
-            job.finish()
-        except SignalReceived:  # outside training: nothing more to save
-            job.status = "interrupted"
-        except BaseException as exception:
-            job.status, job.error = "failed", f"{type(exception).__name__}: {exception}"
-            raise
-        finally:
-            job.close()
+    with owning_run_directory(cfg.output_dir):  # first: a refused run writes nothing there
+        silence_library_notices()
+        if cfg.get("keep_freed_host_memory", False) and keep_freed_memory():
+            log.info("glibc keeps freed memory in the heap (keep_freed_host_memory=true)")
+        pl.seed_everything(cfg.seed, workers=True)
+        job = TrainingJob(cfg)
+        with job.stop.handling_signals():
+            try:
+                job.build()
+                job.fit()
+                job.finish()
+            except SignalReceived:  # outside training: nothing more to save
+                job.status = "interrupted"
+            except RunDirectoryBusy:  # the summary.json there is another run's
+                job.status = "refused"
+                raise
+            except BaseException as exception:
+                job.status, job.error = "failed", f"{type(exception).__name__}: {exception}"
+                raise
+            finally:
+                job.stop.closing()
+                job.close()
     if job.status == "requeued":
         job.stop.requeue()  # rank 0: submitit requeues the job and exits this process
         return None
-    if job.stop.signum is not None:
+    if job.status == "interrupted" and job.stop.signum is not None:
         if job.is_global_zero:
             raise SystemExit(job.stop.exit_status())
         return None
@@ -230,10 +235,11 @@ class TrainingJob:
         return trainer.is_global_zero if trainer is not None else rank_zero_only.rank == 0
 
     def close(self) -> None:
-        """Close the loggers and, on rank 0, write summary.json, however the job ended."""
+        """Close the loggers and, on rank 0, write summary.json, however the job ended (unless
+        the run directory holds another run's, which refused this one)."""
         finish_loggers(self.loggers, self.status == "finished")
         trainer = self.trainer
-        if self.is_global_zero:
+        if self.is_global_zero and self.status != "refused":
             summary = run_summary(
                 trainer,
                 self.module,

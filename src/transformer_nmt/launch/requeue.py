@@ -11,7 +11,8 @@ them, at any moment of ``train.py``, end the same way. The contract:
 * During training the signal is only noted. Training stops at the end of the current optimizer
   step (with gradient accumulation: after the step's last batch), every rank at the same step
   (the ranks agree at each batch end, one all-reduce), and ``LastCheckpoint`` writes
-  ``last.ckpt`` there, atomically. A validation under way runs to its end first.
+  ``last.ckpt`` there, atomically. A validation under way runs to its end first, and Lightning
+  validates once more at the stop step (as at any early stop), after ``last.ckpt`` is written.
 * Before training (reading data, training the BPE) or after it (the final evaluation) nothing is
   left to save: the job stops at once.
 * Then, however it stopped, the job skips the final evaluation, closes its loggers, writes
@@ -19,7 +20,8 @@ them, at any moment of ``train.py``, end the same way. The contract:
   128 + the signal's number (143 for SIGTERM, 130 for SIGINT) on global rank 0 (the other ranks
   exit 0: rank 0 reports the stop). A submitit job signalled with its requeue signal instead
   says ``requeued`` and hands over to submitit's handler, which requeues it and exits.
-* Further signals while stopping are logged and otherwise ignored: they cannot break the save.
+* Further signals while stopping, and any signal once the job closes its loggers and writes
+  ``summary.json``, are logged and otherwise ignored: they cannot break those writes.
 * ``resume=auto`` (the default of submitit jobs) then continues from that ``last.ckpt`` exactly
   as if the run had never stopped. In a plain ``sbatch`` script, requeue on the exit status
   (``scontrol requeue $SLURM_JOB_ID`` after 128 + the ``--signal`` number) and run the same
@@ -100,6 +102,7 @@ class StopOnSignal(Callback):
         self.requeue_asked = False  # the requeue signal arrived (here, or on another rank)
         self.stopped_at: int | None = None  # the step training stopped at
         self._training = False  # note signals (True) or stop at once (False)
+        self._closing = False  # the job is ending anyway: log signals, nothing more
         self._seen_step: int | None = None
         self._saved_handlers: dict[signal.Signals, Any] = {}
 
@@ -122,6 +125,9 @@ class StopOnSignal(Callback):
 
     def _handle(self, signum: int, frame: Any) -> None:
         name = signal.Signals(signum).name
+        if self._closing:
+            log.warning("received %s while the job closes its loggers: it ends anyway", name)
+            return
         if self.signum is not None:
             if signum == self.requeue_signal:
                 self.requeue_asked = True
@@ -144,6 +150,11 @@ class StopOnSignal(Callback):
             return
         log.warning("received %s outside training: the run stops now", name)
         raise SignalReceived(signum)
+
+    def closing(self) -> None:
+        """The job is closing its loggers and writing summary.json: a signal now changes nothing
+        (the run has stopped, however it ended) and must not cut those writes short."""
+        self._closing = True
 
     def _name(self) -> str:
         return signal.Signals(self.signum).name
