@@ -74,8 +74,8 @@ def train(cfg: DictConfig) -> float | None:
 def _fit(cfg: DictConfig) -> float | None:
     with owning_run_directory(cfg.output_dir):  # first: a refused run writes nothing there
         silence_library_notices()
-        if cfg.get("keep_freed_host_memory", False) and keep_freed_memory():
-            log.info("glibc keeps freed memory in the heap (keep_freed_host_memory=true)")
+        if cfg.get("keep_freed_host_memory", False):
+            keep_freed_memory()  # says what it did at DEBUG level
         pl.seed_everything(cfg.seed, workers=True)
         job = TrainingJob(cfg)
         with job.stop.handling_signals():
