@@ -195,7 +195,8 @@ def test_each_job_with_attention_maps_gets_a_panel_beside_the_table_and_in_the_p
     shown = panel_3.get_images()[0].get_array()
     np.testing.assert_allclose(shown, expected.maps["cross"][-1].mean(0))  # last layer, mean
     assert [t.get_text() for t in panel_3.get_xticklabels()] == ["a", "b", "c", "</s>"]
-    assert [t.get_text() for t in panel_3.get_yticklabels()] == ["<s>", "x", "y"]
+    assert [t.get_text() for t in panel_1.get_yticklabels()] == ["<s>", "x", "y"]
+    assert not panel_3.get_yticklabels()  # the same target as the row's first panel: once
     table_file, plot_file = write_report(tmp_path / "sweep", tmp_path / "out")
     assert table_file.read_text() == "\n".join(table) + "\n"
     panels = sorted(p.name for p in (tmp_path / "out" / "report_attention").iterdir())

@@ -238,8 +238,10 @@ def figure(runs: list[Run], x_key: str | None = None, metric: str | None = None)
     if panels:
         cells = grid[1:].subgridspec(rows, columns)
         for index, run in enumerate(panels):
-            ax = drawn.add_subplot(cells[divmod(index, columns)])
-            _draw_panel(ax, run, runs)
+            row, column = divmod(index, columns)
+            first = panels[row * columns].attention[1].tgt_tokens  # the row's labelled panel
+            same_rows = column > 0 and run.attention[1].tgt_tokens == first
+            _draw_panel(drawn.add_subplot(cells[row, column]), run, runs, not same_rows)
     drawn.tight_layout()
     return drawn
 
@@ -287,13 +289,14 @@ def _plot_metric(ax, runs: list[Run], x_key: str | None, metric: str, axes: list
     ax.grid(alpha=0.3)
 
 
-def _draw_panel(ax, run: Run, runs: list[Run]) -> None:
+def _draw_panel(ax, run: Run, runs: list[Run], label_queries: bool = True) -> None:
     from transformer_nmt.evaluation.attention import draw_attention
 
     step, sentence = run.attention
     weights = sentence.maps["cross"][-1].mean(0)  # the last decoder layer, mean over heads
     title = f"{variant_name(run, runs)} @ step {step}"
-    draw_attention(ax, weights, sentence.tgt_tokens, sentence.src_tokens, title, weights.max())
+    queries = sentence.tgt_tokens if label_queries else None
+    draw_attention(ax, weights, queries, sentence.src_tokens, title, weights.max())
 
 
 def write_report(sweep_dir: Path, out_dir: Path | None = None, x_key: str | None = None):
