@@ -41,7 +41,7 @@ def test_ranks_other_than_zero_and_the_sanity_check_draw_nothing(tmp_path):
         SimpleNamespace(is_global_zero=True, sanity_checking=True, global_step=0),
     ):
         callback.on_validation_epoch_end(trainer, pl_module=None)  # None: never touched
-    assert callback.sentences is None and callback._drawer is None
+    assert callback.sentences is None and not callback._pending
     assert not (tmp_path / "attention").exists()
 
 
