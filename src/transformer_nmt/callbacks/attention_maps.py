@@ -83,7 +83,17 @@ class AttentionMaps(Callback):
         self.last_duration_s: float | None = None  # what the last validation waited for the maps
         self._pending: list[tuple[int, Future]] = []  # (step, its drawing)
 
-    def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def on_validation_batch_end(
+        self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0
+    ) -> None:
+        """After rank 0's last validation batch: the weights validation used are still in place
+        (an EMA callback swaps the trained ones back at the epoch's end, before or after this
+        callback's own epoch-end hook, depending on their order)."""
+        if dataloader_idx == 0 and batch_idx == trainer.num_val_batches[0] - 1:
+            self.record(trainer, pl_module)
+
+    def record(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Teacher-force the sentences and hand their maps to the drawing process."""
         if trainer.sanity_checking or not trainer.is_global_zero:
             return
         started = time.perf_counter()
