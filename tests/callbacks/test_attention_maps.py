@@ -34,14 +34,17 @@ def test_on_by_default_off_with_null_and_a_bad_kind_is_one_error_line(tmp_path):
         AttentionMaps(str(tmp_path), num_sentences=0)
 
 
-def test_ranks_other_than_zero_and_the_sanity_check_draw_nothing(tmp_path):
+def test_ranks_other_than_zero_the_sanity_check_and_earlier_batches_draw_nothing(tmp_path):
     callback = AttentionMaps(str(tmp_path / "attention"))
     for trainer in (
-        SimpleNamespace(is_global_zero=False, sanity_checking=False, global_step=4),
-        SimpleNamespace(is_global_zero=True, sanity_checking=True, global_step=0),
+        SimpleNamespace(is_global_zero=False, sanity_checking=False, num_val_batches=[3]),
+        SimpleNamespace(is_global_zero=True, sanity_checking=True, num_val_batches=[3]),
     ):
-        callback.on_validation_epoch_end(trainer, pl_module=None)  # None: never touched
-    assert callback.sentences is None and callback._drawer is None
+        callback.on_validation_batch_end(trainer, None, None, None, batch_idx=2)  # the last
+    for batch_idx in (0, 1):  # rank 0, but not the last batch yet
+        trainer = SimpleNamespace(is_global_zero=True, sanity_checking=False, num_val_batches=[3])
+        callback.on_validation_batch_end(trainer, None, None, None, batch_idx=batch_idx)
+    assert callback.sentences is None and not callback._pending
     assert not (tmp_path / "attention").exists()
 
 

@@ -50,8 +50,8 @@ def test_report_turns_the_sweep_into_a_two_row_table_and_a_plot(tiny_sweep, tmp_
     assert result.returncode == 0, result.stderr
     table = (tmp_path / "report.md").read_text()
     assert table == ablation_table(load_sweep(tiny_sweep)) and table in result.stdout
-    rows = table.splitlines()[2:]
-    assert len(rows) == 2
+    rows, below = table.splitlines()[2:4], table.splitlines()[4:]
+    assert below == ["", "BLEU (dev) decoded all dev sentences in each job."]
     assert rows[0].startswith("| model.norm=post |") and rows[1].startswith("| model.norm=pre |")
-    assert all(row.rstrip().endswith("| finished |") and "| — |" not in row for row in rows)
+    assert all("| finished | ![" in row and "| — |" not in row for row in rows)  # + attention
     assert (tmp_path / "report.png").read_bytes().startswith(b"\x89PNG")

@@ -1,12 +1,25 @@
-"""The sweep report: jobs read from a sweep directory, the markdown table, report.py."""
+"""The sweep report: jobs read from a sweep directory, the markdown table, the plot (BLEU and
+perplexity, a log axis for h = 1 … 32, one attention panel per job), report.py."""
 
 import json
 
+import numpy as np
 import pytest
 import yaml
 
 from tests.helpers.commands import run_script
-from transformer_nmt.tracking.report import ablation_table, figure, load_sweep, swept_keys
+from transformer_nmt.evaluation.attention import (
+    SentenceMaps,
+    load_attention_maps,
+    save_attention_maps,
+)
+from transformer_nmt.tracking.report import (
+    ablation_table,
+    figure,
+    load_sweep,
+    swept_keys,
+    write_report,
+)
 
 
 def make_job(sweep, name, overrides, summary=None):
@@ -132,3 +145,72 @@ def test_jobs_the_sweep_has_not_started_yet_are_listed_as_missing(tmp_path):
     }  # fmt: skip
     make_job(tmp_path, "1", done)  # a deletion override (no "=") is read, not a crash
     assert load_sweep(tmp_path)[1].overrides["~callbacks.samples"] == ""
+
+
+def heads_sweep(root, heads=(1, 4, 8, 16, 32), max_sentences=32, with_maps=(1,)):
+    """A Table 3 (A) sweep: one finished job per h, each with its config; the jobs in
+    ``with_maps`` also with the attention maps of their last validation (step 100)."""
+    for i, h in enumerate(heads):
+        make_job(root, str(i), [f"model.n_heads={h}"], summary(h, bleu=10.0 + h, ppl=40.0 / h))
+        config = {"final_eval": {"bleu": True, "max_sentences": max_sentences}}
+        (root / str(i) / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
+        if i in with_maps:
+            cross = np.random.default_rng(i).dirichlet(np.ones(4), size=(2, h, 3))  # [N, h, T, S]
+            sentences = [SentenceMaps(["a", "b", "c", "</s>"], ["<s>", "x", "y"], {"cross": cross})]
+            save_attention_maps(root / str(i) / "attention" / "maps.npz", 100, sentences)
+    return load_sweep(root)
+
+
+def test_heads_from_1_to_32_plot_on_a_log_axis_with_perplexity_beside_bleu(tmp_path):
+    runs = heads_sweep(tmp_path, with_maps=())
+    bleu, ppl = figure(runs).axes
+    assert bleu.get_xscale() == "log" and ppl.get_xscale() == "log"
+    assert [label.get_text() for label in bleu.get_xticklabels()] == ["1", "4", "8", "16", "32"]
+    assert bleu.get_title() == "val/bleu (the first 32 dev sentences)"
+    assert ppl.get_title() == "val/ppl"
+    assert list(ppl.get_lines()[0].get_ydata()) == [40.0, 10.0, 5.0, 2.5, 1.25]
+    narrow = figure(heads_sweep(tmp_path / "narrow", heads=(4, 8), with_maps=())).axes[0]
+    assert narrow.get_xscale() == "linear"  # 4 to 8: no order of magnitude
+
+
+def test_the_table_says_how_many_sentences_bleu_decoded(tmp_path):
+    table = ablation_table(heads_sweep(tmp_path, with_maps=()))
+    assert table.endswith("\nBLEU (dev) decoded the first 32 dev sentences in each job.\n")
+    everything = ablation_table(heads_sweep(tmp_path / "all", max_sentences=None, with_maps=()))
+    assert everything.endswith("\nBLEU (dev) decoded all dev sentences in each job.\n")
+    assert "attention" not in everything  # no job drew attention maps
+
+
+def test_each_job_with_attention_maps_gets_a_panel_beside_the_table_and_in_the_plot(tmp_path):
+    runs = heads_sweep(tmp_path / "sweep", with_maps=(1, 3))
+    table = ablation_table(runs).splitlines()
+    assert table[0].endswith("| attention (last layer, mean over heads) |")
+    h4 = next(line for line in table if line.startswith("| model.n_heads=4 |"))
+    assert h4.endswith("| ![model.n_heads=4](report_attention/job_1.png) |")
+    assert next(line for line in table if line.startswith("| model.n_heads=1 |")).endswith("| — |")
+    drawn = figure(runs)
+    bleu, ppl, panel_1, panel_3 = drawn.axes  # the metrics, then one panel per job with maps
+    assert panel_3.get_title() == "model.n_heads=16 @ step 100"
+    expected = load_attention_maps(tmp_path / "sweep" / "3" / "attention" / "maps.npz")[1][0]
+    shown = panel_3.get_images()[0].get_array()
+    np.testing.assert_allclose(shown, expected.maps["cross"][-1].mean(0))  # last layer, mean
+    assert [t.get_text() for t in panel_3.get_xticklabels()] == ["a", "b", "c", "</s>"]
+    assert [t.get_text() for t in panel_1.get_yticklabels()] == ["<s>", "x", "y"]
+    assert not panel_3.get_yticklabels()  # the same target as the row's first panel: once
+    table_file, plot_file = write_report(tmp_path / "sweep", tmp_path / "out")
+    assert table_file.read_text() == "\n".join(table) + "\n"
+    panels = sorted(p.name for p in (tmp_path / "out" / "report_attention").iterdir())
+    assert panels == ["job_1.png", "job_3.png"]
+    assert (tmp_path / "out" / "report_attention" / "job_3.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.slow  # reads the sweep's runs
+def test_a_real_sweeps_report_shows_each_jobs_attention(tiny_sweep, tmp_path):
+    table_file, _ = write_report(tiny_sweep, tmp_path)
+    table = table_file.read_text()
+    assert "| ![model.norm=post](report_attention/job_0.png) |" in table
+    assert "| ![model.norm=pre](report_attention/job_1.png) |" in table
+    post, pre = (load_sweep(tiny_sweep)[i].attention for i in (0, 1))
+    assert post[0] == pre[0] == 8  # the last validation's maps
+    assert post[1].src_tokens == pre[1].src_tokens  # the same sentence in every job
+    assert len(figure(load_sweep(tiny_sweep)).axes) == 2 + 2  # BLEU, PPL, two panels

@@ -8,6 +8,7 @@ import multiprocessing
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,9 +57,9 @@ class AttentionMaps(Callback):
     used.
 
     Validation waits only for the teacher-forced forward passes: drawing and writing (matplotlib,
-    about half a second per sentence on a CPU) run in one worker process, and the images are
-    logged as soon as they are drawn (checked after every training batch), at the latest when
-    fit or validate ends.
+    about half a second per sentence on a CPU) run in one drawing process (:func:`draw`), and
+    the images are logged as soon as they are drawn (checked after every training batch), at the
+    latest when fit or validate ends.
     """
 
     def __init__(
@@ -80,18 +81,24 @@ class AttentionMaps(Callback):
         self.kinds = list(kinds)
         self.sentences: list[Sentence] | None = None
         self.last_duration_s: float | None = None  # what the last validation waited for the maps
-        self._drawer: ProcessPoolExecutor | None = None
         self._pending: list[tuple[int, Future]] = []  # (step, its drawing)
 
-    def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def on_validation_batch_end(
+        self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0
+    ) -> None:
+        """After rank 0's last validation batch: the weights validation used are still in place
+        (an EMA callback swaps the trained ones back at the epoch's end, before or after this
+        callback's own epoch-end hook, depending on their order)."""
+        if dataloader_idx == 0 and batch_idx == trainer.num_val_batches[0] - 1:
+            self.record(trainer, pl_module)
+
+    def record(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Teacher-force the sentences and hand their maps to the drawing process."""
         if trainer.sanity_checking or not trainer.is_global_zero:
             return
         started = time.perf_counter()
         if self.sentences is None:
             self.sentences = choose_sentences(trainer, self.num_sentences)
-        if self._drawer is None:
-            spawn = multiprocessing.get_context("spawn")  # no fork of a process with threads
-            self._drawer = ProcessPoolExecutor(max_workers=1, mp_context=spawn)
         device, maps = pl_module.device, []
         for sentence in self.sentences:
             src_ids, tgt_in_ids = sentence.src_ids.to(device), sentence.tgt_in_ids.to(device)
@@ -104,9 +111,7 @@ class AttentionMaps(Callback):
                 )
             )
         step = trainer.global_step
-        self._pending.append(
-            (step, self._drawer.submit(record_attention, self.dirpath, step, maps))
-        )
+        self._pending.append((step, draw(record_attention, self.dirpath, step, maps)))
         self.last_duration_s = time.perf_counter() - started
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
@@ -116,9 +121,6 @@ class AttentionMaps(Callback):
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         """Wait for the last drawings and log them before the loggers close."""
         self.log_drawn(trainer, wait=True)
-        if self._drawer is not None:
-            self._drawer.shutdown()
-            self._drawer = None
 
     def log_drawn(self, trainer: pl.Trainer, wait: bool = False) -> None:
         """Log every finished drawing (every pending one with ``wait``) to W&B and TensorBoard."""
@@ -135,6 +137,23 @@ class AttentionMaps(Callback):
             for name, path, png, height, width in images:
                 log_image(trainer, f"attention/{name}", step, path, png, (height, width))
         self._pending = still_drawing
+
+
+_drawer: ProcessPoolExecutor | None = None
+
+
+def draw(function, *args) -> Future:
+    """Run ``function(*args)`` in this process's drawing process, started on first use and kept
+    for the next run (the jobs of a sweep share it; it ends with this process)."""
+    global _drawer
+    if _drawer is None:
+        spawn = multiprocessing.get_context("spawn")  # no fork of a process with threads
+        _drawer = ProcessPoolExecutor(max_workers=1, mp_context=spawn)
+    try:
+        return _drawer.submit(function, *args)
+    except BrokenProcessPool:  # the drawing process died (killed, out of memory): a new one
+        _drawer = None
+        return draw(function, *args)
 
 
 def choose_sentences(trainer: pl.Trainer, count: int) -> list[Sentence]:

@@ -214,26 +214,34 @@ def record_attention(
     """
     from transformer_nmt.atomic import write_file_atomically
 
-    written, arrays = [], {"step": np.array(step)}
+    written = []
     for index, sentence in enumerate(sentences):
-        arrays[f"sentence_{index}.source"] = np.array(sentence.src_tokens)
-        arrays[f"sentence_{index}.target"] = np.array(sentence.tgt_tokens)
         for kind, weights in sentence.maps.items():
-            arrays[f"sentence_{index}.{kind}"] = weights
             views = attention_views(kind, weights, sentence.src_tokens, sentence.tgt_tokens, step)
             for view, figure in views.items():
                 png, height, width = png_bytes(figure)
                 path = directory / f"step_{step:06d}" / f"sentence_{index}_{kind}_{view}.png"
                 write_file_atomically(path, lambda handle, png=png: handle.write(png), binary=True)
                 written.append((f"sentence_{index}/{kind}_{view}", path, png, height, width))
-    write_file_atomically(
-        directory / MAPS_FILE, lambda handle: np.savez(handle, **arrays), binary=True
-    )
+    save_attention_maps(directory / MAPS_FILE, step, sentences)
     return written
 
 
+def save_attention_maps(path: Path, step: int, sentences: Sequence[SentenceMaps]) -> None:
+    """Write the sentences' maps and tokens, and the step, to ``path`` (``.npz``) atomically."""
+    from transformer_nmt.atomic import write_file_atomically
+
+    arrays = {"step": np.array(step)}
+    for index, sentence in enumerate(sentences):
+        arrays[f"sentence_{index}.source"] = np.array(sentence.src_tokens)
+        arrays[f"sentence_{index}.target"] = np.array(sentence.tgt_tokens)
+        for kind, weights in sentence.maps.items():
+            arrays[f"sentence_{index}.{kind}"] = weights
+    write_file_atomically(path, lambda handle: np.savez(handle, **arrays), binary=True)
+
+
 def load_attention_maps(path: Path) -> tuple[int, list[SentenceMaps]]:
-    """(step, sentences) of a ``maps.npz`` that :func:`record_attention` wrote."""
+    """(step, sentences) of a ``maps.npz`` that :func:`save_attention_maps` wrote."""
     with np.load(path) as arrays:
         count = sum(1 for key in arrays.files if key.endswith(".source"))
         sentences = []
