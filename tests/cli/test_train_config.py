@@ -311,7 +311,9 @@ def test_the_module_node_builds_the_lightning_module_with_the_training_keys():
     )  # fmt: skip
     hparams = module.hparams
     assert (hparams.label_smoothing, hparams.fused_loss) == (0.2, False)
-    assert hparams.optimizer == {"betas": [0.9, 0.98], "eps": 1e-9, "weight_decay": 0.01}
+    assert hparams.optimizer == {
+        "betas": [0.9, 0.98], "eps": 1e-9, "weight_decay": 0.01, "fused": None,
+    }  # fmt: skip
     assert (module.schedule.name, module.schedule.peak_lr, module.schedule.d_model) == (
         "inverse_sqrt", 1e-3, model.d_model,
     )  # fmt: skip

@@ -59,10 +59,10 @@ class TranslationModule(pl.LightningModule):
         eos_id: int,
         pad_id: int,
         label_smoothing: float = 0.1,
-        fused_loss: bool = True,
+        fused_loss: bool | None = None,
         optimizer: dict | None = None,
         scheduler: dict | None = None,
-        compile: bool = False,
+        compile: bool | None = None,
         run_config: dict | None = None,
         tokenizer_identity: str | None = None,
     ) -> None:
@@ -76,13 +76,7 @@ class TranslationModule(pl.LightningModule):
         self.model = Transformer(TransformerConfig(**model_config))
         # Noam's d_model is the model's, whatever the scheduler config says
         self.schedule = StepSchedule(**{**(scheduler or {}), "d_model": self.model.config.d_model})
-        # A compiled *function*, not a registered module: parameter names stay ``model.*``. The
-        # model and the loss compile together, with dynamic batch and length dimensions: a few
-        # graphs, none recompiled for a new batch shape. ``fused_loss``'s chunk loop stays eager.
-        self._fused_loss = fused_loss and self.model.output_projection.bias is None
-        self._step_losses = (
-            torch.compile(self._compute_losses, dynamic=True) if compile else self._compute_losses
-        )
+        self._use_compiler(bool(compile))  # compile=None: decided in setup(), on the device
         self._update = TokenMeanUpdate()
         self._step_totals: StepTotals | None = None
         self._non_finite = NonFiniteSteps()
@@ -97,6 +91,23 @@ class TranslationModule(pl.LightningModule):
         if self._tokenizer_files is None:
             self._tokenizer_files = tokenizer_files(self.hparams.tokenizer_dir) or {}
         embed_tokenizer_files(checkpoint, self._tokenizer_files)
+
+    def _use_compiler(self, compile: bool) -> None:
+        """Compile a *function* of model and loss, not a registered module: parameter names stay
+        ``model.*``. Dynamic batch and length dimensions: a few graphs, none recompiled for a new
+        batch shape. ``fused_loss=None`` takes the faster loss: compiled with the model (the
+        compiler fuses it) or, eager, the fused one; ``fused_loss``'s chunk loop stays eager."""
+        fused_loss = self.hparams.fused_loss
+        fused_loss = not compile if fused_loss is None else fused_loss
+        self._fused_loss = fused_loss and self.model.output_projection.bias is None
+        self._compiled = compile
+        self._step_losses = (
+            torch.compile(self._compute_losses, dynamic=True) if compile else self._compute_losses
+        )
+
+    def setup(self, stage: str) -> None:
+        if self.hparams.compile is None:  # compile where it is faster: on a GPU
+            self._use_compiler(self.trainer.strategy.root_device.type == "cuda")
 
     @property
     def tokens_trained(self) -> int:
@@ -153,7 +164,7 @@ class TranslationModule(pl.LightningModule):
             self.log("lr", optimizer.param_groups[0]["lr"], prog_bar=True, batch_size=1)
 
     def on_train_epoch_end(self) -> None:
-        if self.hparams.compile:  # a few graphs in the first epoch, none after (dynamic shapes)
+        if self._compiled:  # a few graphs in the first epoch, none after (dynamic shapes)
             graphs = compiled_graphs()
             log.info("torch.compile: %d graphs compiled after epoch %d", graphs, self.current_epoch)
             self.log("compile/graphs", float(graphs), batch_size=1)
