@@ -9,8 +9,9 @@ them, at any moment of ``train.py``, end the same way. The contract:
   a submitit job (``hydra/launcher=slurm|local``: SIGUSR2, or ``SUBMITIT_PREEMPT_SIGNAL``).
   Elsewhere SIGUSR1/2 keep their default action.
 * During training the signal is only noted. Training stops at the end of the current optimizer
-  step (with gradient accumulation: after the step's last batch), every rank at the same step
-  (the ranks agree at each batch end, one all-reduce), and ``LastCheckpoint`` writes
+  step (with gradient accumulation: after the step's last batch); with several ranks, at the
+  next logging step (``trainer.log_every_n_steps``), where the ranks agree (one all-reduce) and
+  all stop at the same step. ``LastCheckpoint`` writes
   ``last.ckpt`` there, atomically. A validation under way runs to its end first, and Lightning
   validates once more at the stop step (as at any early stop), after ``last.ckpt`` is written.
 * Before training (reading data, training the BPE) or after it (the final evaluation) nothing is
@@ -176,15 +177,23 @@ class StopOnSignal(Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step
         stepped, self._seen_step = step != self._seen_step, step
+        if not stepped or self.stopped_at is not None:
+            return
+        signum = self.signum
         if trainer.world_size > 1:
-            self._agree(trainer)
-        if self.signum is not None and stepped and self.stopped_at is None:
+            # The ranks agree on logging steps, where the host reads the step's numbers anyway:
+            # an all-reduce read on the host every step would make each step wait for the device.
+            if step % max(trainer.log_every_n_steps, 1):
+                return
+            signum = self._agree(trainer)
+        if signum is not None:
             self.stopped_at = step
             trainer.should_stop = True  # LastCheckpoint, a Checkpoint, runs after this and saves
 
-    def _agree(self, trainer: pl.Trainer) -> None:
-        """All ranks learn whether any rank received a signal (the largest number wins) and
-        whether one of them was the requeue signal."""
+    def _agree(self, trainer: pl.Trainer) -> int | None:
+        """The signal all ranks act on: whether any rank received one (the largest number
+        wins), and whether one of them was the requeue signal. A signal arriving after the
+        all-reduce waits for the next agreement, so every rank decides alike."""
         mine = [self.signum or 0, int(self.requeue_asked)]
         agreed = torch.tensor(mine, dtype=torch.int64, device=trainer.strategy.root_device)
         torch.distributed.all_reduce(agreed, op=torch.distributed.ReduceOp.MAX)
@@ -192,6 +201,7 @@ class StopOnSignal(Callback):
         if signum and self.signum is None:
             self.signum = signum
         self.requeue_asked = self.requeue_asked or bool(requeue)
+        return signum or None
 
     def exit_status(self) -> int:
         """128 + the signal's number: what a shell reports for a process the signal killed."""
